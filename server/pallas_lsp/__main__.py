@@ -1,0 +1,3 @@
+from pallas_lsp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,270 @@
+"""What the engine infers and reports. Pure data: no LSP, no jax.
+
+Positions are 0-based lines and 0-based columns counted in Unicode code
+points (Python string indices). The LSP layer converts them to the negotiated
+position encoding; the CLI adds 1 to both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+# ---------------------------------------------------------------- positions
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def contains(self, line: int, col: int) -> bool:
+        if (line, col) < (self.line, self.col):
+            return False
+        return (line, col) <= (self.end_line, self.end_col)
+
+
+# ---------------------------------------------------------------- values
+
+
+class Space(str, Enum):
+    """Memory space of a Ref as the kernel sees it."""
+
+    VMEM = "VMEM"
+    SMEM = "SMEM"
+    ANY = "ANY"  # pl.ANY: whole array, left where it is (HBM on TPU)
+    HBM = "HBM"
+    SEMAPHORE = "SEMAPHORE"
+    UNKNOWN = "?"
+
+    @property
+    def dma_only(self) -> bool:
+        return self in (Space.ANY, Space.HBM)
+
+
+class SemKind(str, Enum):
+    DMA = "DMA"
+    REGULAR = "regular"
+    BARRIER = "barrier"
+
+
+Shape = tuple  # tuple[int | None, ...]; None = a dimension we cannot compute
+
+
+@dataclass(frozen=True)
+class Value:
+    """Base of every abstract value. `origin` says where it came from."""
+
+    origin: str = ""
+
+    def describe(self) -> str:  # one line, shown in hover and inlay hints
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class Unknown(Value):
+    """Anything the engine cannot pin down. Never produces a diagnostic."""
+
+
+@dataclass(frozen=True)
+class Ref(Value):
+    """A Pallas Ref (or a view of one, e.g. `x.at[i]`).
+
+    `sem` is set for semaphore Refs; `shape` is None when unknown.
+    """
+
+    space: Space = Space.UNKNOWN
+    shape: Shape | None = None
+    dtype: str | None = None
+    sem: SemKind | None = None
+    view: bool = False  # produced by .at[...] / bitcast / reshape
+
+    def describe(self) -> str:
+        if self.sem is not None:
+            kind = {SemKind.DMA: "DMA semaphore", SemKind.REGULAR: "regular semaphore",
+                    SemKind.BARRIER: "barrier semaphore"}[self.sem]
+            return f"{kind} · shape {fmt_shape(self.shape)}"
+        parts = ["Ref"]
+        if self.space is not Space.UNKNOWN:
+            parts.append(self.space.value)
+        if self.dtype or self.shape is not None:
+            parts.append(f"{short_dtype(self.dtype)}{fmt_dims(self.shape)}")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Array(Value):
+    """A traced value (jax.Array): what `x_ref[...]`, `x_ref[i]`, `pl.load`
+    and arithmetic produce. `sem` is set when it was read out of a semaphore
+    Ref (`sems[0]`), which is the classic way to lose Ref-ness."""
+
+    shape: Shape | None = None
+    dtype: str | None = None
+    sem: SemKind | None = None
+
+    def describe(self) -> str:
+        if self.sem is not None:
+            return f"Array (a {self.sem.value} semaphore value read out of a Ref, not a Ref)"
+        if self.dtype or self.shape is not None:
+            return f"Array · {short_dtype(self.dtype)}{fmt_dims(self.shape)}"
+        return "Array"
+
+
+@dataclass(frozen=True)
+class Descriptor(Value):
+    """An AsyncCopyDescriptor. `args` keeps the values it was built from."""
+
+    remote: bool | None = None
+    call_id: int = -1  # index of the DmaCall event that built it
+
+    def describe(self) -> str:
+        if self.remote is None:
+            return "copy descriptor"
+        return "remote copy descriptor" if self.remote else "local copy descriptor"
+
+
+@dataclass(frozen=True)
+class Seq(Value):
+    """A Python tuple/list (or dict) of values, e.g. refs in a list."""
+
+    items: tuple = ()
+    keys: tuple | None = None  # for dicts: the literal keys, parallel to items
+
+    def describe(self) -> str:
+        inner = ", ".join(v.describe() for v in self.items[:4])
+        more = ", …" if len(self.items) > 4 else ""
+        return f"({inner}{more})"
+
+
+@dataclass(frozen=True)
+class Const(Value):
+    """A Python constant the engine tracked (int, bool, None, str, tuple)."""
+
+    value: object = None
+
+    def describe(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True)
+class Func(Value):
+    """A Python function the engine can analyse when called (a def or lambda
+    node), with the arguments bound by functools.partial."""
+
+    node: object = None
+    scope: object = None  # the enclosing environment (closures)
+    bound_args: tuple = ()
+    bound_kwargs: tuple = ()  # ((name, Value), ...)
+    module: object = None  # the ModuleInfo the node belongs to
+
+    def describe(self) -> str:
+        name = getattr(self.node, "name", "lambda")
+        return f"function {name}"
+
+
+@dataclass(frozen=True)
+class Api(Value):
+    """A Pallas API object, by canonical name, e.g. 'pltpu.make_async_copy'."""
+
+    name: str = ""
+
+    def describe(self) -> str:
+        return self.name
+
+
+def fmt_shape(shape: Shape | None) -> str:
+    if shape is None:
+        return "?"
+    if len(shape) == 1:
+        return f"({_d(shape[0])},)"
+    return "(" + ", ".join(_d(d) for d in shape) + ")"
+
+
+def fmt_dims(shape: Shape | None) -> str:
+    if shape is None:
+        return ""
+    return "[" + ", ".join(_d(d) for d in shape) + "]"
+
+
+def _d(d) -> str:
+    return "?" if d is None else str(d)
+
+
+_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "float64": "f64",
+          "int32": "i32", "int16": "i16", "int8": "i8", "int64": "i64", "uint32": "u32",
+          "uint8": "u8", "bool": "bool", "bool_": "bool", "float8_e4m3fn": "f8e4m3fn",
+          "float8_e5m2": "f8e5m2", "int4": "i4", "uint16": "u16"}
+
+
+def short_dtype(dtype: str | None) -> str:
+    if dtype is None:
+        return "?"
+    return _SHORT.get(dtype, dtype)
+
+
+# ---------------------------------------------------------------- results
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Edit:
+    span: Span
+    new_text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    title: str
+    edits: tuple[Edit, ...]
+    safe: bool  # safe fixes are preferred and applied by fix-all
+
+
+@dataclass(frozen=True)
+class Related:
+    span: Span
+    message: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    span: Span
+    severity: Severity = Severity.ERROR
+    related: tuple[Related, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class NameInfo:
+    """One occurrence of a name inside a kernel, with what it was inferred to
+    be there. Hover and inlay hints read these."""
+
+    span: Span
+    name: str
+    value: Value
+    is_param: bool = False  # a kernel/body parameter (gets an inlay hint)
+    is_assign: bool = False  # the target of an assignment
+
+
+@dataclass
+class Analysis:
+    path: str | None
+    findings: list[Finding] = field(default_factory=list)
+    names: list[NameInfo] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)  # names of kernels found
+    syntax_error: str | None = None  # first syntax error, if any (file still analysed)
+
+    def name_at(self, line: int, col: int) -> NameInfo | None:
+        best = None
+        for info in self.names:
+            if info.span.line == line and info.span.col <= col <= info.span.end_col:
+                best = info
+        return best
