@@ -117,7 +117,7 @@ class Descriptor(Value):
     """An AsyncCopyDescriptor. `args` keeps the values it was built from."""
 
     remote: bool | None = None
-    call_id: int = -1  # index of the DmaCall event that built it
+    call_ids: frozenset = frozenset()  # ids of the DmaCall events that may have built it
 
     def describe(self) -> str:
         if self.remote is None:

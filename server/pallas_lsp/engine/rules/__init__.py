@@ -1,0 +1,29 @@
+"""One rule per module. Each exposes CODE and check(ctx) -> Iterable[Finding].
+
+The registry is explicit (not discovered) so that a rule's presence is
+visible in one place and import order is fixed.
+"""
+from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not_ref,
+                                     pal103_dst_sem_not_scalar, pal104_send_sem_not_scalar,
+                                     pal105_src_sem_device_id, pal106_wait_send_local,
+                                     pal108_negative_priority, pal109_dma_regular_sem,
+                                     pal110_wait_sem_not_ref, pal111_dma_add,
+                                     pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
+                                     pal203_sem_op_wrong_type, pal204_direct_hbm_access,
+                                     pal205_store_ref_into_ref, pal206_load_store_on_value,
+                                     pal207_non_decrementing_wait, pal208_run_scoped_hbm)
+
+RULES = (
+    pal101_dma_arg_not_ref, pal102_send_sem_not_ref, pal103_dst_sem_not_scalar,
+    pal104_send_sem_not_scalar, pal105_src_sem_device_id, pal106_wait_send_local,
+    pal108_negative_priority, pal109_dma_regular_sem, pal110_wait_sem_not_ref,
+    pal111_dma_add, pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
+    pal203_sem_op_wrong_type, pal204_direct_hbm_access, pal205_store_ref_into_ref,
+    pal206_load_store_on_value, pal207_non_decrementing_wait, pal208_run_scoped_hbm,
+)
+
+# Codes with a catalog entry but no static rule: JAX raises them in cases the
+# source alone cannot decide (PAL107 needs the runtime type of an operand).
+CATALOG_ONLY = ("PAL107",)
+
+CODES = tuple(r.CODE for r in RULES)

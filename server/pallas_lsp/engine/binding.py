@@ -1,0 +1,561 @@
+"""How Pallas binds kernel parameters: pallas_call (scalar prefetch, inputs,
+outputs, scratch), pl.kernel, core_map, emit_pipeline; BlockSpecs, memory
+spaces, scratch constructors and `.at[...]` shapes.
+
+Mirrors jax/_src/pallas/pallas_call.py and pallas/core.py as measured on jax
+0.10.2 (see shared/reference/semantics.md)."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pallas_lsp.engine import api
+from pallas_lsp.engine.events import Arg
+from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, GridSpec, ShapeDtype, SliceVal, Spec)
+
+if TYPE_CHECKING:
+    from pallas_lsp.engine.interp import Frame, Interpreter
+
+_SQUEEZED = "__squeezed__"
+
+
+# ---------------------------------------------------------------- decorators
+
+
+class Decorator(Value):
+    """A value that, applied to a function, runs it (pl.when, pl.loop, ...)."""
+
+    def apply(self, interp: Interpreter, func: Value, node: ast.AST, frame: Frame) -> Value:
+        return func
+
+
+@dataclass(frozen=True)
+class WhenDecorator(Decorator):
+    def apply(self, interp, func, node, frame):
+        if isinstance(func, Func):
+            interp.call_func(func, [], {}, frame)
+        return Const(value=None)
+
+
+@dataclass(frozen=True)
+class LoopDecorator(Decorator):
+    def apply(self, interp, func, node, frame):
+        if isinstance(func, Func):
+            frame.loop_depth += 1
+            try:
+                interp.call_func(func, [UNKNOWN], {}, frame)
+            finally:
+                frame.loop_depth -= 1
+        return Const(value=None)
+
+
+@dataclass(frozen=True)
+class PartialApi(Decorator):
+    """functools.partial(<Pallas API>, ...): run_scoped, kernel, core_map."""
+
+    api: str = ""
+    args: tuple = ()
+    kwargs: tuple = ()
+
+    def apply(self, interp, func, node, frame):
+        t = api.tail(self.api)
+        kwargs = dict(self.kwargs)
+        if t == "run_scoped":
+            return interp.run_scoped(func, list(self.args), kwargs, node, frame)
+        if t == "kernel" and isinstance(func, Func):
+            return pl_kernel(interp, func, kwargs, frame)
+        if t == "core_map" and isinstance(func, Func):
+            return core_map(interp, func, list(self.args), kwargs, frame)
+        if t == "pallas_call":
+            return pallas_call(interp, [Arg(None, func)] + list(self.args), kwargs, node, frame)
+        return func
+
+
+@dataclass(frozen=True)
+class KernelDecorator(Decorator):
+    kwargs: tuple = ()
+
+    def apply(self, interp, func, node, frame):
+        if isinstance(func, Func):
+            return pl_kernel(interp, func, dict(self.kwargs), frame)
+        return UNKNOWN
+
+
+@dataclass(frozen=True)
+class CoreMapDecorator(Decorator):
+    args: tuple = ()
+    kwargs: tuple = ()
+
+    def apply(self, interp, func, node, frame):
+        if isinstance(func, Func):
+            return core_map(interp, func, list(self.args), dict(self.kwargs), frame)
+        return UNKNOWN
+
+
+# ---------------------------------------------------------------- constructors
+
+
+def space_of(value: Value) -> Space | None:
+    if isinstance(value, Api):
+        name = api.tail(value.name)
+        if name in api.MEMORY_SPACES:
+            return Space(api.MEMORY_SPACES[name])
+    return None
+
+
+def dtype_of(value: Value) -> str | None:
+    if isinstance(value, Api) and value.name.startswith("jnp."):
+        name = value.name[4:]
+        return "bool" if name == "bool_" else name
+    if isinstance(value, Const) and isinstance(value.value, str) and value.value != _SQUEEZED:
+        return value.value
+    return None
+
+
+def shape_of(values: list[Value]) -> Shape | None:
+    """A shape from `(8, 128)` (one Seq/Const) or from `8, 128` (several)."""
+    if len(values) == 1:
+        v = values[0]
+        if isinstance(v, Const) and isinstance(v.value, tuple):
+            return tuple(d if isinstance(d, int) else None for d in v.value)
+        if isinstance(v, Seq) and v.keys is None:
+            return tuple(_dim(d) for d in v.items)
+        if isinstance(v, Const) and isinstance(v.value, int):
+            return (v.value,)
+        return None
+    return tuple(_dim(d) for d in values)
+
+
+def _dim(v: Value) -> int | None:
+    if isinstance(v, Const) and isinstance(v.value, int) and not isinstance(v.value, bool):
+        return v.value
+    return None
+
+
+def memory_alloc(space: str, args: list[Arg], kwargs: dict[str, Arg]) -> Value:
+    shape_arg = args[0] if args else kwargs.get("shape")
+    dtype_arg = args[1] if len(args) > 1 else kwargs.get("dtype")
+    shape = shape_of([shape_arg.value]) if shape_arg is not None else None
+    dtype = dtype_of(dtype_arg.value) if dtype_arg is not None else None
+    return Alloc(space=Space(space), shape=shape, dtype=dtype)
+
+
+def sem_alloc(kind: str, args: list[Arg]) -> Value:
+    shape = shape_of([args[0].value]) if args else ()
+    return Alloc(space=Space.SEMAPHORE, shape=shape, sem=SemKind(kind))
+
+
+def to_alloc(value: Value) -> Alloc | None:
+    if isinstance(value, Alloc):
+        return value
+    if isinstance(value, Api) and api.tail(value.name) in api.SEM_TYPES:
+        return Alloc(space=Space.SEMAPHORE, shape=(), sem=SemKind(api.SEM_TYPES[api.tail(value.name)]))
+    return None
+
+
+def block_spec(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
+    shape_arg = args[0] if args else kwargs.get("block_shape")
+    space_arg = kwargs.get("memory_space")
+    space: Space | None = None
+    if space_arg is not None:
+        space = space_of(space_arg.value) or Space.UNKNOWN
+    block: Shape | None = None
+    if shape_arg is not None:
+        v = shape_arg.value
+        if isinstance(v, Seq) and v.keys is None:
+            dims = []
+            for d in v.items:
+                if _is_squeezed(d):
+                    continue
+                if isinstance(d, Api) and api.tail(d.name) in ("Blocked", "Element", "BoundedSlice"):
+                    dims.append(None)
+                    continue
+                dims.append(_dim(d))
+            block = tuple(dims)
+        elif isinstance(v, Const) and isinstance(v.value, tuple):
+            block = tuple(d for d in v.value if d is not None)
+    return Spec(space=space, block_shape=block)
+
+
+def _is_squeezed(d: Value) -> bool:
+    if isinstance(d, Const) and (d.value is None or d.value == _SQUEEZED):
+        return True
+    return isinstance(d, Api) and api.tail(d.name) in ("squeezed", "Squeezed")
+
+
+def grid_spec(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
+    n = kwargs.get("num_scalar_prefetch") or (args[0] if args else None)
+    n_val = n.value.value if n is not None and isinstance(n.value, Const) else (0 if n is None else None)
+    if not isinstance(n_val, int):
+        n_val = None
+    ins = kwargs.get("in_specs")
+    outs = kwargs.get("out_specs")
+    scratch = kwargs.get("scratch_shapes")
+    return GridSpec(num_scalar_prefetch=n_val,
+                    in_specs=ins.value if ins is not None else UNKNOWN,
+                    out_specs=outs.value if outs is not None else UNKNOWN,
+                    scratch_shapes=scratch.value if scratch is not None else Seq(),
+                    has_in_specs=ins is not None, has_out_specs=outs is not None)
+
+
+def shape_dtype(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
+    shape_arg = args[0] if args else kwargs.get("shape")
+    dtype_arg = args[1] if len(args) > 1 else kwargs.get("dtype")
+    return ShapeDtype(shape=shape_of([shape_arg.value]) if shape_arg else None,
+                      dtype=dtype_of(dtype_arg.value) if dtype_arg else None)
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def slice_value(lo: Value, hi: Value, has_step: bool) -> Value:
+    if has_step:
+        return SliceVal()
+    lo_v = lo.value if isinstance(lo, Const) else "?"
+    hi_v = hi.value if isinstance(hi, Const) else "?"
+    if lo_v is None:
+        lo_v = 0
+    if isinstance(lo_v, int) and isinstance(hi_v, int):
+        return SliceVal(size=max(hi_v - lo_v, 0))
+    if isinstance(lo_v, int) and hi_v is None:
+        return _OpenSlice(lo=lo_v)
+    return SliceVal()
+
+
+@dataclass(frozen=True)
+class _OpenSlice(Value):
+    """`a:` / `:`: its size depends on the dimension."""
+
+    lo: int = 0
+
+
+def index_shape(shape: Shape | None, comps: list[Value], slice_node: ast.AST) -> Shape | None:
+    """Shape of `ref.at[idx]` / `ref[idx]` given the base shape."""
+    if shape is None:
+        return None
+    ellipses = sum(1 for c in comps if isinstance(c, Const) and c.value is Ellipsis)
+    if ellipses > 1:
+        return None
+    real = len(comps) - ellipses
+    if real > len(shape):
+        return None
+    out: list[int | None] = []
+    i = 0
+    for c in comps:
+        if isinstance(c, Const) and c.value is Ellipsis:
+            n = len(shape) - real
+            out.extend(shape[i:i + n])
+            i += n
+            continue
+        dim = shape[i] if i < len(shape) else None
+        i += 1
+        if isinstance(c, SliceVal):
+            out.append(c.size)
+        elif isinstance(c, _OpenSlice):
+            out.append(max(dim - c.lo, 0) if dim is not None else None)
+        elif isinstance(c, Const) and isinstance(c.value, int):
+            continue
+        elif isinstance(c, Array) and c.shape not in (None, ()):
+            return None  # an array indexer: result shape is not simple
+        elif isinstance(c, Seq):
+            return None
+        else:
+            continue  # a dynamic scalar index drops the dimension
+    out.extend(shape[i:])
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+@dataclass(frozen=True)
+class PallasCallable(Value):
+    """The function `pl.pallas_call(kernel, ...)` returns."""
+
+    kernel: Value = UNKNOWN
+    num_prefetch: int | None = 0
+    in_specs: Value = UNKNOWN
+    has_in_specs: bool = False
+    out_specs: Value = UNKNOWN
+    has_out_specs: bool = False
+    out_shape: Value = UNKNOWN
+    scratch: Value = UNKNOWN
+    node_id: int = 0
+
+    def describe(self) -> str:
+        return "pallas_call"
+
+
+def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
+                node: ast.Call, frame: Frame) -> Value:
+    kernel = args[0] if args else kwargs.get("kernel")
+    out_shape = args[1] if len(args) > 1 else kwargs.get("out_shape")
+    gs = kwargs.get("grid_spec")
+    if gs is not None and isinstance(gs.value, GridSpec):
+        g = gs.value
+        pc = PallasCallable(kernel=kernel.value if kernel else UNKNOWN,
+                            num_prefetch=g.num_scalar_prefetch, in_specs=g.in_specs,
+                            has_in_specs=g.has_in_specs, out_specs=g.out_specs,
+                            has_out_specs=g.has_out_specs,
+                            out_shape=out_shape.value if out_shape else UNKNOWN,
+                            scratch=g.scratch_shapes, node_id=id(node))
+    elif gs is not None:
+        pc = PallasCallable(kernel=kernel.value if kernel else UNKNOWN, num_prefetch=None,
+                            node_id=id(node))
+    else:
+        ins, outs, scr = kwargs.get("in_specs"), kwargs.get("out_specs"), kwargs.get("scratch_shapes")
+        pc = PallasCallable(kernel=kernel.value if kernel else UNKNOWN, num_prefetch=0,
+                            in_specs=ins.value if ins else UNKNOWN, has_in_specs=ins is not None,
+                            out_specs=outs.value if outs else UNKNOWN,
+                            has_out_specs=outs is not None,
+                            out_shape=out_shape.value if out_shape else UNKNOWN,
+                            scratch=scr.value if scr else Seq(), node_id=id(node))
+    if pc.has_in_specs:
+        run_kernel(interp, pc, None, frame)
+    else:
+        interp.pending.append((pc, frame))
+    return pc
+
+
+def _leaves(v: Value) -> list[Value] | None:
+    """Flatten a pytree of specs/shapes; None when its structure is unknown."""
+    if isinstance(v, Seq):
+        out: list[Value] = []
+        for item in v.items:
+            sub = _leaves(item)
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+    if v is UNKNOWN:
+        return None
+    return [v]
+
+
+def _operand_ref(spec: Value, shape_dtype: Value | None, origin: str) -> Ref:
+    shape = dtype = None
+    if isinstance(shape_dtype, ShapeDtype):
+        shape, dtype = shape_dtype.shape, shape_dtype.dtype
+    if isinstance(spec, Spec):
+        space = spec.space if spec.space is not None else Space.VMEM
+        if spec.block_shape is not None and space not in (Space.ANY, Space.HBM):
+            shape = spec.block_shape
+        elif space not in (Space.ANY, Space.HBM) and spec.space is not None and spec.block_shape is None:
+            pass  # whole array in that space
+        return Ref(origin=origin, space=space, shape=shape, dtype=dtype)
+    if isinstance(spec, Const) and spec.value is None:
+        return Ref(origin=origin, space=Space.VMEM, shape=shape, dtype=dtype)
+    return Ref(origin=origin, space=Space.UNKNOWN)
+
+
+def _scratch_value(v: Value, origin: str) -> Value:
+    alloc = to_alloc(v)
+    if alloc is not None:
+        return alloc.to_ref(origin)
+    if isinstance(v, Seq):
+        return Seq(items=tuple(_scratch_value(x, f"{origin}[{i}]") for i, x in enumerate(v.items)),
+                   keys=v.keys, origin=origin)
+    return UNKNOWN
+
+
+def _top_items(v: Value, present: bool) -> list[Value] | None:
+    """Top-level items of in_specs / out_specs / out_shape: the kernel gets
+    one parameter per item (a pytree item arrives as a tuple of Refs)."""
+    if not present:
+        return None
+    if isinstance(v, Seq) and v.keys is None:
+        return list(v.items)
+    if v is UNKNOWN or isinstance(v, Seq):
+        return None
+    return [v]
+
+
+def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) -> Value:
+    if isinstance(spec, Seq):
+        shapes = shape.items if isinstance(shape, Seq) and len(shape.items) == len(spec.items) \
+            else [None] * len(spec.items)
+        return Seq(items=tuple(_operand_value(s, sh, f"{origin}[{i}]", output)
+                               for i, (s, sh) in enumerate(zip(spec.items, shapes))),
+                   keys=spec.keys, origin=origin)
+    if isinstance(spec, Const) and spec.value is None and shape is not None \
+            and isinstance(shape, Const) and shape.value is None:
+        return Const(value=None)  # an absent operand: the kernel gets None
+    if spec is UNKNOWN:
+        return UNKNOWN
+    if output:
+        return _output_ref(spec, shape, origin)
+    return _operand_ref(spec, shape, origin)
+
+
+def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, frame: Frame) -> None:
+    """Bind the kernel's parameters as pallas_call does and run its body."""
+    if pc.node_id in interp.kernels_done:
+        return
+    interp.kernels_done.add(pc.node_id)
+    kernel = pc.kernel
+    if not isinstance(kernel, Func):
+        return
+    n_pref = pc.num_prefetch
+    prefetch = [Ref(origin=f"scalar prefetch operand #{i}", space=Space.SMEM)
+                for i in range(n_pref)] if n_pref is not None else None
+    # Inputs: one parameter per top-level in_specs item.
+    inputs: list[Value] | None = None
+    in_items = _top_items(pc.in_specs, pc.has_in_specs)
+    if in_items is not None:
+        inputs = [_operand_value(s, None, f"input #{i} (in_specs[{i}])", False)
+                  for i, s in enumerate(in_items)]
+    elif not pc.has_in_specs and n_args is not None and n_pref is not None:
+        inputs = [Ref(origin=f"input #{i} (whole array, no in_specs)", space=Space.VMEM)
+                  for i in range(n_args - n_pref)]
+    # Outputs: one per top-level out_shape item, described by out_specs.
+    outputs: list[Value] | None = None
+    shapes = _top_items(pc.out_shape, pc.out_shape is not UNKNOWN)
+    specs = _top_items(pc.out_specs, pc.has_out_specs)
+    if specs is not None and shapes is not None and len(specs) == 1 and len(shapes) > 1 \
+            and not isinstance(pc.out_specs, Seq):
+        specs = specs * len(shapes)
+    if specs is not None:
+        outputs = [_operand_value(s, shapes[i] if shapes and i < len(shapes) else None,
+                                  f"output #{i} (out_specs[{i}])", True)
+                   for i, s in enumerate(specs)]
+    elif not pc.has_out_specs and shapes is not None:
+        outputs = [_operand_value(Const(value=None), s, f"output #{i} (whole array, no out_specs)",
+                                  True) for i, s in enumerate(shapes)]
+    # Scratch: a dict becomes keyword arguments.
+    scratch_pos: list[Value] | None = []
+    scratch_kw: dict[str, Value] = {}
+    sv = pc.scratch
+    if isinstance(sv, Seq) and sv.keys is not None:
+        for k, item in zip(sv.keys, sv.items):
+            scratch_kw[str(k)] = _scratch_value(item, f"scratch_shapes[{k!r}]")
+    elif isinstance(sv, Seq):
+        scratch_pos = [_scratch_value(item, f"scratch_shapes[{i}]") for i, item in enumerate(sv.items)]
+    else:
+        scratch_pos = None
+    positional = _positional_params(kernel)
+    if positional is None:
+        return
+    params, has_vararg = positional
+    from pallas_lsp.engine.interp import STAR_UNKNOWN
+    args: list[Value] | None = None
+    if None not in (prefetch, inputs, outputs):
+        front = prefetch + inputs + outputs
+        if scratch_pos is not None:
+            args = front + scratch_pos
+            if not has_vararg and len(args) != len(params):
+                args = None  # our model disagrees with the signature: stay silent
+        elif has_vararg or len(front) <= len(params):
+            args = front + [STAR_UNKNOWN]  # scratch unknown: bind what we know
+    elif outputs is not None and scratch_pos is not None and prefetch is not None \
+            and not has_vararg:
+        back = outputs + scratch_pos
+        middle = len(params) - len(prefetch) - len(back)
+        if middle >= 0:
+            args = prefetch + [Ref(origin=f"input #{i}", space=Space.UNKNOWN)
+                               for i in range(middle)] + back
+    if args is None:
+        return
+    name = getattr(kernel.node, "name", "<lambda>")
+    interp.kernels.append(name)
+    origins = {}
+    for p, v in zip(params, args):
+        if isinstance(v, Value) and v.origin:
+            origins[p] = v.origin
+    interp.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins)
+
+
+def _output_ref(spec: Value, shape: Value | None, origin: str) -> Value:
+    alloc = to_alloc(shape) if shape is not None else None
+    if alloc is not None and alloc.sem is not None:
+        return alloc.to_ref(origin)
+    return _operand_ref(spec, shape, origin)
+
+
+def _positional_params(func: Func):
+    node = func.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return None
+    a = node.args
+    names = [p.arg for p in list(a.posonlyargs) + list(a.args)]
+    names = names[len(func.bound_args):]
+    bound_kw = {k for k, _ in func.bound_kwargs}
+    names = [n for n in names if n not in bound_kw]
+    return names, a.vararg is not None
+
+
+def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Frame) -> Value:
+    """`pl.kernel(body, out_type=..., mesh=..., scratch_types=...)`: the body
+    gets input refs, output refs, then scratch refs. Inputs are only known
+    when the result is called, so bind from the end."""
+    out = kwargs.get("out_type") or kwargs.get("out_shape")
+    scratch = kwargs.get("scratch_types") or kwargs.get("scratch_shapes")
+    shapes = _leaves(out.value) if out is not None else []
+    sv = scratch.value if scratch is not None else Seq()
+    positional = _positional_params(func)
+    if shapes is None or positional is None or positional[1]:
+        return UNKNOWN
+    params = positional[0]
+    scratch_kw: dict[str, Value] = {}
+    scratch_pos: list[Value] = []
+    if isinstance(sv, Seq) and sv.keys is not None:
+        scratch_kw = {str(k): _scratch_value(v, f"scratch_types[{k!r}]") for k, v in zip(sv.keys, sv.items)}
+    elif isinstance(sv, Seq):
+        scratch_pos = [_scratch_value(v, f"scratch_types[{i}]") for i, v in enumerate(sv.items)]
+    else:
+        return UNKNOWN
+    outputs = [Ref(origin=f"output #{i} (out_type)", space=Space.UNKNOWN,
+                   shape=s.shape if isinstance(s, ShapeDtype) else None,
+                   dtype=s.dtype if isinstance(s, ShapeDtype) else None)
+               for i, s in enumerate(shapes)]
+    middle = len(params) - len(outputs) - len(scratch_pos)
+    if middle < 0:
+        return UNKNOWN
+    args = [Ref(origin=f"input #{i}", space=Space.UNKNOWN) for i in range(middle)] + outputs + scratch_pos
+    interp.kernels.append(getattr(func.node, "name", "<lambda>"))
+    interp.call_func(func, args, scratch_kw, frame, kernel=True,
+                     param_origin={p: v.origin for p, v in zip(params, args)})
+    return UNKNOWN
+
+
+def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str, Arg],
+             frame: Frame) -> Value:
+    scratch = kwargs.get("scratch_shapes")
+    sv = scratch.value if scratch is not None else Seq()
+    pos: list[Value] = []
+    kw: dict[str, Value] = {}
+    if isinstance(sv, Seq) and sv.keys is not None:
+        kw = {str(k): _scratch_value(v, f"scratch_shapes[{k!r}]") for k, v in zip(sv.keys, sv.items)}
+    elif isinstance(sv, Seq):
+        pos = [_scratch_value(v, f"scratch_shapes[{i}]") for i, v in enumerate(sv.items)]
+    else:
+        return UNKNOWN
+    interp.kernels.append(getattr(func.node, "name", "<lambda>"))
+    interp.call_func(func, pos, kw, frame, kernel=True)
+    return Const(value=None)
+
+
+def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
+                  node: ast.Call, frame: Frame) -> Value:
+    """The body of `pltpu.emit_pipeline(body, grid=..., in_specs=..., out_specs=...)`
+    gets one VMEM block Ref per in/out spec, then scratches."""
+    body = args[0] if args else kwargs.get("body")
+    if body is None or not isinstance(body.value, Func):
+        return UNKNOWN
+    refs: list[Value] = []
+    for key in ("in_specs", "out_specs"):
+        spec = kwargs.get(key)
+        if spec is None:
+            continue
+        leaves = _leaves(spec.value) if isinstance(spec.value, Seq) else [spec.value]
+        if leaves is None:
+            interp.call_func(body.value, [], {}, frame, unknown_params=True, kernel=frame.kernel)
+            return UNKNOWN
+        for i, s in enumerate(leaves):
+            ref = _operand_ref(s, None, f"pipeline block ({key}[{i}])")
+            if isinstance(s, Spec) and s.space is None:
+                ref = Ref(origin=ref.origin, space=Space.VMEM, shape=s.block_shape)
+            refs.append(ref)
+    interp.call_func(body.value, refs, {}, frame, kernel=True)
+    return UNKNOWN

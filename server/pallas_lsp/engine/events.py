@@ -1,0 +1,107 @@
+"""What the interpreter saw a kernel do. Rules read these; they never walk
+the AST themselves, so every rule sees helpers, aliases, loops and
+run_scoped bodies the same way."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from pallas_lsp.engine.model import Value
+
+
+@dataclass
+class Arg:
+    """One argument of an API call: its node (None when absent) and value."""
+
+    node: ast.AST | None
+    value: Value
+    keyword: str | None = None  # set when passed as keyword
+
+    @property
+    def present(self) -> bool:
+        return self.node is not None
+
+
+@dataclass
+class DmaCall:
+    """A call that builds a copy descriptor (and maybe starts it)."""
+
+    id: int
+    api: str  # make_async_copy | async_copy | make_async_remote_copy | async_remote_copy | sync_copy
+    node: ast.Call
+    src: Arg
+    dst: Arg
+    sem: Arg  # destination / receive semaphore (None-valued for sync_copy)
+    send_sem: Arg | None = None  # remote copies only
+    device_id: Arg | None = None  # remote copies only
+    priority: Arg | None = None  # async_copy(..., priority=)
+    add: Arg | None = None  # async_copy / sync_copy (..., add=)
+    ops: list["DescOp"] = field(default_factory=list)
+    escaped: bool = False  # handed to code the engine cannot follow
+    in_kernel: bool = True
+
+    @property
+    def remote(self) -> bool:
+        return self.api in ("make_async_remote_copy", "async_remote_copy")
+
+    @property
+    def implicit_start(self) -> bool:
+        return self.api in ("async_copy", "async_remote_copy", "sync_copy")
+
+    @property
+    def started(self) -> bool:
+        return self.implicit_start or any(op.op == "start" for op in self.ops)
+
+    @property
+    def waited(self) -> bool:
+        return self.api == "sync_copy" or any(op.op.startswith("wait") for op in self.ops)
+
+
+@dataclass
+class DescOp:
+    """`.start()`, `.wait()`, `.wait_recv()` or `.wait_send()` on a descriptor."""
+
+    op: str
+    node: ast.Call
+    attr_node: ast.Attribute
+    priority: Arg | None = None
+    add: Arg | None = None
+
+
+@dataclass
+class SemOp:
+    """pl.semaphore_signal / semaphore_wait / semaphore_read."""
+
+    api: str
+    node: ast.Call
+    sem: Arg
+    decrement: Arg | None = None
+    device_id: Arg | None = None
+
+
+@dataclass
+class RefAccess:
+    """A direct read (`x[...]`, pltpu.load) or write (`x[...] = v`,
+    pltpu.store) of a Ref, or a load/store API given a non-Ref."""
+
+    kind: str  # get | swap | load | store
+    node: ast.AST  # the subscript, or the API call
+    ref: Arg
+    value: Arg | None = None  # the stored value, for writes
+
+
+@dataclass
+class ScopedAlloc:
+    """One allocation requested from pl.run_scoped."""
+
+    node: ast.AST
+    space: str
+    call: ast.Call
+
+
+@dataclass
+class Events:
+    dmas: list[DmaCall] = field(default_factory=list)
+    sem_ops: list[SemOp] = field(default_factory=list)
+    accesses: list[RefAccess] = field(default_factory=list)
+    scoped: list[ScopedAlloc] = field(default_factory=list)

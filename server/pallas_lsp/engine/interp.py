@@ -1,0 +1,1071 @@
+"""An abstract interpreter over Python ASTs that knows Pallas.
+
+It runs a module's functions on abstract values (model.Ref, Array, Descriptor,
+...) instead of data: kernels found at `pallas_call` / `pl.kernel` /
+`core_map` sites get their parameters bound as JAX binds them; helpers are
+entered with the caller's values; loops, `pl.when`, `run_scoped`,
+`fori_loop` and `emit_pipeline` bodies are walked. API calls that matter to
+rules are recorded as events (events.py). Whatever it cannot model becomes
+Unknown, and Unknown never yields a diagnostic.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field, replace
+
+from pallas_lsp.engine import api, binding
+from pallas_lsp.engine.events import Arg, DescOp, DmaCall, Events, RefAccess, ScopedAlloc, SemOp
+from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
+                                     SemKind, Seq, Space, Value)
+from pallas_lsp.engine.source import Source
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, GridSpec, ShapeDtype,
+                                      SliceVal, Spec, as_view, join, join_all)
+
+MAX_DEPTH = 12  # nested helper calls followed from one kernel
+MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
+MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
+
+
+class Budget(Exception):
+    """Raised when the step budget is spent; the analysis keeps what it has."""
+
+
+class Scope:
+    """Variables of one function activation, chained to the enclosing scope."""
+
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent: Scope | None = None, vars: dict | None = None):
+        self.vars: dict[str, Value] = vars if vars is not None else {}
+        self.parent = parent
+
+    def lookup(self, name: str) -> Value | None:
+        s: Scope | None = self
+        while s is not None:
+            v = s.vars.get(name)
+            if v is not None:
+                return v
+            s = s.parent
+        return None
+
+    def fork(self) -> Scope:
+        return Scope(self.parent, dict(self.vars))
+
+    def merge(self, a: Scope, b: Scope) -> None:
+        for name in set(a.vars) | set(b.vars):
+            va, vb = a.vars.get(name), b.vars.get(name)
+            if va is None:
+                self.vars[name] = vb
+            elif vb is None:
+                self.vars[name] = va
+            else:
+                self.vars[name] = join(va, vb)
+
+
+@dataclass
+class Frame:
+    scope: Scope
+    kernel: bool  # inside a kernel (names are recorded for hover)
+    depth: int = 0
+    loop_depth: int = 0
+    returns: list[Value] = field(default_factory=list)
+
+
+class Interpreter:
+    def __init__(self, src: Source, path: str | None = None):
+        self.src = src
+        self.path = path
+        self.events = Events()
+        self.names: dict[tuple, NameInfo] = {}
+        self.kernels: list[str] = []
+        self.module_scope = Scope()
+        self._memo: dict[tuple, Value] = {}
+        self._active: set[tuple] = set()
+        self._entered: set[int] = set()  # function nodes already run at least once
+        self._steps = 0
+        self.pending: list = []  # pallas_call results whose kernel waits for call args
+        self.kernels_done: set[int] = set()
+
+    # ------------------------------------------------------------ driver
+
+    def run(self) -> None:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, 6000))
+        try:
+            frame = Frame(self.module_scope, kernel=False)
+            self.exec_body(self.src.tree.body, frame)
+            self._flush_pending()
+            # Functions nobody called in this file (wrappers, tests, methods):
+            # run them with unknown arguments so their pallas_call sites and
+            # run_scoped bodies are seen.
+            for node in self._all_functions(self.src.tree):
+                if id(node) not in self._entered:
+                    func = Func(node=node, scope=self.module_scope)
+                    self.call_func(func, [], {}, frame, unknown_params=True)
+                    self._flush_pending()
+        except Budget:
+            pass
+        except RecursionError:
+            pass
+        finally:
+            sys.setrecursionlimit(old)
+
+    def _flush_pending(self) -> None:
+        """Kernels of pallas_calls that were never called with operands."""
+        while self.pending:
+            pc, frame = self.pending.pop()
+            binding.run_kernel(self, pc, None, frame)
+
+    def _all_functions(self, tree: ast.AST):
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield node
+
+    def _tick(self) -> None:
+        self._steps += 1
+        if self._steps > MAX_STEPS:
+            raise Budget()
+
+    # ------------------------------------------------------------ statements
+
+    def exec_body(self, body: list[ast.stmt], frame: Frame) -> None:
+        for stmt in body:
+            self.exec_stmt(stmt, frame)
+
+    def exec_stmt(self, node: ast.stmt, frame: Frame) -> None:
+        self._tick()
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is not None:
+            method(node, frame)
+        else:
+            # Unmodelled statement: still evaluate nested expressions so API
+            # calls inside are seen.
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child, frame)
+                elif isinstance(child, ast.stmt):
+                    self.exec_stmt(child, frame)
+
+    def stmt_Import(self, node: ast.Import, frame: Frame) -> None:
+        for alias in node.names:
+            if alias.asname:
+                frame.scope.vars[alias.asname] = Api(name=api.canonical(alias.name))
+            else:
+                top = alias.name.split(".")[0]
+                frame.scope.vars[top] = Api(name=api.canonical(top))
+
+    def stmt_ImportFrom(self, node: ast.ImportFrom, frame: Frame) -> None:
+        if node.level or not node.module:
+            for alias in node.names:
+                frame.scope.vars[alias.asname or alias.name] = UNKNOWN
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            frame.scope.vars[alias.asname or alias.name] = Api(
+                name=api.canonical(f"{node.module}.{alias.name}"))
+
+    def stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
+        func: Value = Func(node=node, scope=frame.scope)
+        for dec in reversed(node.decorator_list):
+            func = self.apply_decorator(dec, func, frame)
+        frame.scope.vars[node.name] = func
+
+    stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def stmt_ClassDef(self, node: ast.ClassDef, frame: Frame) -> None:
+        for base in node.bases:
+            self.eval(base, frame)
+        frame.scope.vars[node.name] = UNKNOWN
+
+    def stmt_Return(self, node: ast.Return, frame: Frame) -> None:
+        frame.returns.append(self.eval(node.value, frame) if node.value else Const(value=None))
+
+    def stmt_Expr(self, node: ast.Expr, frame: Frame) -> None:
+        self.eval(node.value, frame)
+
+    def stmt_Assign(self, node: ast.Assign, frame: Frame) -> None:
+        value = self.eval(node.value, frame)
+        for target in node.targets:
+            self.assign(target, value, frame, node.value)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign, frame: Frame) -> None:
+        if node.value is not None:
+            self.assign(node.target, self.eval(node.value, frame), frame, node.value)
+
+    def stmt_AugAssign(self, node: ast.AugAssign, frame: Frame) -> None:
+        value = self.eval(node.value, frame)
+        if isinstance(node.target, ast.Subscript):
+            base = self.eval(node.target.value, frame)
+            self.eval_subscript_load(node.target, base, frame)  # `x[...] += v` reads too
+            self.store_subscript(node.target, base, Array(origin="arithmetic"), node.value, frame)
+        elif isinstance(node.target, ast.Name):
+            old = self.eval(node.target, frame)
+            self.assign(node.target, self.binop(old, value), frame, node.value)
+
+    def stmt_If(self, node: ast.If, frame: Frame) -> None:
+        test = self.eval(node.test, frame)
+        truth = _truthiness(test)
+        if truth is True:
+            self.exec_body(node.body, frame)
+            return
+        if truth is False:
+            self.exec_body(node.orelse, frame)
+            return
+        self.branch(frame, node.body, node.orelse)
+
+    def branch(self, frame: Frame, body_a, body_b) -> None:
+        saved = frame.scope
+        a, b = saved.fork(), saved.fork()
+        frame.scope = a
+        self.exec_body(body_a, frame)
+        frame.scope = b
+        self.exec_body(body_b, frame)
+        frame.scope = saved
+        saved.merge(a, b)
+
+    def stmt_For(self, node: ast.For, frame: Frame) -> None:
+        item = self.iter_item(self.eval(node.iter, frame))
+        self.loop(frame, node.body, lambda: self.assign(node.target, item, frame, None))
+        self.exec_body(node.orelse, frame)
+
+    stmt_AsyncFor = stmt_For
+
+    def stmt_While(self, node: ast.While, frame: Frame) -> None:
+        self.loop(frame, node.body, lambda: self.eval(node.test, frame))
+        self.exec_body(node.orelse, frame)
+
+    def loop(self, frame: Frame, body, before_each) -> None:
+        """Run a loop body once or twice (the second pass sees values carried
+        from the first, e.g. the descriptor started for the next step), then
+        merge with the zero-iteration path."""
+        passes = 2 if frame.loop_depth < MAX_LOOP_UNROLL_DEPTH else 1
+        saved = frame.scope
+        frame.loop_depth += 1
+        try:
+            cur = saved
+            for _ in range(passes):
+                nxt = cur.fork()
+                frame.scope = nxt
+                before_each()
+                self.exec_body(body, frame)
+                merged = saved.fork()
+                merged.merge(cur, nxt)
+                cur = merged
+        finally:
+            frame.loop_depth -= 1
+            frame.scope = saved
+        saved.vars.update(cur.vars)
+
+    def stmt_With(self, node: ast.With, frame: Frame) -> None:
+        for item in node.items:
+            v = self.eval(item.context_expr, frame)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, UNKNOWN if not isinstance(v, Ref) else v,
+                            frame, None)
+        self.exec_body(node.body, frame)
+
+    stmt_AsyncWith = stmt_With
+
+    def stmt_Try(self, node: ast.Try, frame: Frame) -> None:
+        self.exec_body(node.body, frame)
+        for handler in node.handlers:
+            if handler.name:
+                frame.scope.vars[handler.name] = UNKNOWN
+            self.exec_body(handler.body, frame)
+        self.exec_body(node.orelse, frame)
+        self.exec_body(node.finalbody, frame)
+
+    stmt_TryStar = stmt_Try
+
+    def stmt_Delete(self, node: ast.Delete, frame: Frame) -> None:
+        pass
+
+    def stmt_Global(self, node, frame):
+        pass
+
+    stmt_Nonlocal = stmt_Global
+
+    def stmt_Match(self, node, frame: Frame) -> None:
+        self.eval(node.subject, frame)
+        for case in node.cases:
+            self.exec_body(case.body, frame)
+
+    # ------------------------------------------------------------ assignment
+
+    def assign(self, target: ast.expr, value: Value, frame: Frame, value_node) -> None:
+        if isinstance(target, ast.Name):
+            frame.scope.vars[target.id] = value
+            self.record_name(target, value, frame, is_assign=True)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            items = value.items if isinstance(value, Seq) else None
+            star = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), None)
+            for i, elt in enumerate(elts):
+                if isinstance(elt, ast.Starred):
+                    if items is not None and len(items) >= len(elts) - 1:
+                        rest = items[i:len(items) - (len(elts) - i - 1)]
+                        self.assign(elt.value, Seq(items=tuple(rest)), frame, None)
+                    else:
+                        self.assign(elt.value, UNKNOWN, frame, None)
+                    continue
+                v = UNKNOWN
+                if items is not None:
+                    if star is None and len(items) == len(elts):
+                        v = items[i]
+                    elif star is not None and i < star:
+                        v = items[i]
+                    elif star is not None and i > star:
+                        v = items[len(items) - (len(elts) - i)]
+                sub_node = None
+                if isinstance(value_node, (ast.Tuple, ast.List)) and star is None \
+                        and len(value_node.elts) == len(elts):
+                    sub_node = value_node.elts[i]
+                self.assign(elt, v, frame, sub_node)
+        elif isinstance(target, ast.Subscript):
+            base = self.eval(target.value, frame)
+            self.store_subscript(target, base, value, value_node, frame)
+        elif isinstance(target, ast.Attribute):
+            self.eval(target.value, frame)
+            self.escape(value)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, UNKNOWN, frame, None)
+
+    def store_subscript(self, target: ast.Subscript, base: Value, value: Value, value_node,
+                        frame: Frame) -> None:
+        self.eval_index(target.slice, frame)
+        if isinstance(base, Ref):
+            self.events.accesses.append(RefAccess(
+                kind="swap", node=target, ref=Arg(target.value, base),
+                value=Arg(value_node, value)))
+        else:
+            self.escape(value)
+
+    # ------------------------------------------------------------ names
+
+    def record_name(self, node: ast.Name, value: Value, frame: Frame, *,
+                    is_param: bool = False, is_assign: bool = False) -> None:
+        if not frame.kernel:
+            return
+        span = self.src.span(node)
+        key = (span.line, span.col)
+        old = self.names.get(key)
+        if old is not None:
+            value = join(old.value, value) if old.value != value else value
+            is_param = is_param or old.is_param
+            is_assign = is_assign or old.is_assign
+        self.names[key] = NameInfo(span=span, name=node.id, value=value, is_param=is_param,
+                                   is_assign=is_assign)
+
+    # ------------------------------------------------------------ expressions
+
+    def eval(self, node: ast.expr | None, frame: Frame) -> Value:
+        if node is None:
+            return UNKNOWN
+        self._tick()
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child, frame)
+            return UNKNOWN
+        return method(node, frame)
+
+    def expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
+        return Const(value=node.value)
+
+    def expr_Name(self, node: ast.Name, frame: Frame) -> Value:
+        value = frame.scope.lookup(node.id)
+        if value is None:
+            value = self.module_scope.vars.get(node.id, UNKNOWN)
+        self.record_name(node, value, frame)
+        return value
+
+    def expr_Tuple(self, node, frame: Frame) -> Value:
+        items: list[Value] = []
+        for elt in node.elts:
+            if isinstance(elt, ast.Starred):
+                inner = self.eval(elt.value, frame)
+                if not isinstance(inner, Seq):
+                    return UNKNOWN
+                items.extend(inner.items)
+            else:
+                items.append(self.eval(elt, frame))
+        return Seq(items=tuple(items))
+
+    expr_List = expr_Tuple
+
+    def expr_Dict(self, node: ast.Dict, frame: Frame) -> Value:
+        keys, items = [], []
+        for k, v in zip(node.keys, node.values):
+            kv = self.eval(k, frame) if k is not None else UNKNOWN
+            vv = self.eval(v, frame)
+            if not isinstance(kv, Const):
+                return UNKNOWN
+            keys.append(kv.value)
+            items.append(vv)
+        return Seq(items=tuple(items), keys=tuple(keys))
+
+    def expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
+        base = self.eval(node.value, frame)
+        attr = node.attr
+        if isinstance(base, Api):
+            return Api(name=api.join(base.name, attr))
+        if isinstance(base, Ref):
+            if attr == "at":
+                return AtProxy(ref=base)
+            if attr == "shape" and base.shape is not None and None not in base.shape:
+                return Const(value=tuple(base.shape))
+            if attr == "T":
+                shape = tuple(reversed(base.shape)) if base.shape is not None else None
+                return as_view(base, shape, f"{self.src.segment(node)}")
+            if attr in ("bitcast", "reshape", "transpose"):
+                return Bound(obj=base, name=attr)
+            return UNKNOWN
+        if isinstance(base, Descriptor):
+            if attr in ("start", "wait", "wait_recv", "wait_send"):
+                return Bound(obj=base, name=attr)
+            return UNKNOWN
+        if isinstance(base, Array) and attr in ("shape", "dtype", "ndim", "size"):
+            if attr == "shape" and base.shape is not None and None not in base.shape:
+                return Const(value=tuple(base.shape))
+            return UNKNOWN
+        if isinstance(base, Array):
+            return Bound(obj=base, name=attr)  # x.astype(...), x.sum() → Array
+        return UNKNOWN
+
+    def expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
+        base = self.eval(node.value, frame)
+        return self.eval_subscript_load(node, base, frame)
+
+    def eval_subscript_load(self, node: ast.Subscript, base: Value, frame: Frame) -> Value:
+        if isinstance(base, AtProxy):
+            shape = binding.index_shape(base.ref.shape, self.eval_index(node.slice, frame),
+                                        node.slice)
+            return as_view(base.ref, shape, self.src.segment(node))
+        if isinstance(base, Ref):
+            shape = binding.index_shape(base.shape, self.eval_index(node.slice, frame),
+                                        node.slice)
+            self.events.accesses.append(RefAccess(kind="get", node=node,
+                                                  ref=Arg(node.value, base)))
+            return Array(origin=f"read of {self.src.segment(node.value)}", shape=shape,
+                         dtype=base.dtype, sem=base.sem)
+        index = self.eval(node.slice, frame)
+        if isinstance(base, Seq):
+            if isinstance(index, Const):
+                if base.keys is not None:
+                    if index.value in base.keys:
+                        return base.items[base.keys.index(index.value)]
+                    return UNKNOWN
+                if isinstance(index.value, int) and -len(base.items) <= index.value < len(base.items):
+                    return base.items[index.value]
+                return UNKNOWN
+            if isinstance(index, SliceVal) or isinstance(node.slice, ast.Slice):
+                return UNKNOWN
+            return join_all(base.items)  # dynamic index into a list of like values
+        if isinstance(base, Array):
+            return Array(origin=base.origin)
+        if isinstance(base, Const) and isinstance(base.value, tuple) \
+                and isinstance(index, Const) and isinstance(index.value, int):
+            try:
+                return Const(value=base.value[index.value])
+            except IndexError:
+                return UNKNOWN
+        return UNKNOWN
+
+    def eval_index(self, node: ast.expr, frame: Frame) -> list[Value]:
+        elts = node.elts if isinstance(node, ast.Tuple) else [node]
+        out = []
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                lo = self.eval(e.lower, frame) if e.lower else Const(value=None)
+                hi = self.eval(e.upper, frame) if e.upper else Const(value=None)
+                if e.step:
+                    self.eval(e.step, frame)
+                out.append(binding.slice_value(lo, hi, e.step is not None))
+            else:
+                out.append(self.eval(e, frame))
+        return out
+
+    def expr_Slice(self, node: ast.Slice, frame: Frame) -> Value:
+        return SliceVal()
+
+    def expr_BinOp(self, node: ast.BinOp, frame: Frame) -> Value:
+        return self.binop(self.eval(node.left, frame), self.eval(node.right, frame), node.op)
+
+    def binop(self, a: Value, b: Value, op=None) -> Value:
+        if isinstance(a, (Ref, Array)) or isinstance(b, (Ref, Array)):
+            return Array(origin="arithmetic")
+        if isinstance(a, Const) and isinstance(b, Const) and op is not None:
+            return _const_binop(a.value, b.value, op)
+        return UNKNOWN
+
+    def expr_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Value:
+        v = self.eval(node.operand, frame)
+        if isinstance(v, (Ref, Array)):
+            return Array(origin="arithmetic")
+        if isinstance(v, Const):
+            try:
+                if isinstance(node.op, ast.USub):
+                    return Const(value=-v.value)
+                if isinstance(node.op, ast.Not):
+                    return Const(value=not v.value)
+            except TypeError:
+                return UNKNOWN
+        return UNKNOWN
+
+    def expr_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Value:
+        vals = [self.eval(v, frame) for v in node.values]
+        return vals[-1] if len(vals) == 1 else UNKNOWN
+
+    def expr_Compare(self, node: ast.Compare, frame: Frame) -> Value:
+        vals = [self.eval(node.left, frame)] + [self.eval(c, frame) for c in node.comparators]
+        if any(isinstance(v, (Ref, Array)) for v in vals):
+            return Array(origin="comparison")
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(vals[1], Const) and vals[1].value is None:
+            known = _is_none(vals[0])
+            if known is not None:
+                return Const(value=known if isinstance(node.ops[0], ast.Is) else not known)
+        return UNKNOWN
+
+    def expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
+        truth = _truthiness(self.eval(node.test, frame))
+        if truth is True:
+            return self.eval(node.body, frame)
+        if truth is False:
+            return self.eval(node.orelse, frame)
+        return join(self.eval(node.body, frame), self.eval(node.orelse, frame))
+
+    def expr_Lambda(self, node: ast.Lambda, frame: Frame) -> Value:
+        return Func(node=node, scope=frame.scope)
+
+    def expr_NamedExpr(self, node: ast.NamedExpr, frame: Frame) -> Value:
+        v = self.eval(node.value, frame)
+        self.assign(node.target, v, frame, node.value)
+        return v
+
+    def expr_Starred(self, node: ast.Starred, frame: Frame) -> Value:
+        return self.eval(node.value, frame)
+
+    def expr_ListComp(self, node, frame: Frame) -> Value:
+        # Evaluate the element once with each generator target bound to an
+        # element of its iterable; the result is a list of unknown length.
+        inner = Frame(Scope(frame.scope), frame.kernel, frame.depth, frame.loop_depth)
+        for gen in node.generators:
+            item = self.iter_item(self.eval(gen.iter, inner))
+            self.assign(gen.target, item, inner, None)
+            for cond in gen.ifs:
+                self.eval(cond, inner)
+        elt = node.elt if hasattr(node, "elt") else node.value
+        self.eval(elt, inner)
+        return UNKNOWN
+
+    expr_GeneratorExp = expr_ListComp
+    expr_SetComp = expr_ListComp
+    expr_DictComp = expr_ListComp
+
+    def expr_Call(self, node: ast.Call, frame: Frame) -> Value:
+        func = self.eval(node.func, frame)
+        args, kwargs = self.eval_args(node, frame)
+        return self.call(func, args, kwargs, node, frame)
+
+    def eval_args(self, node: ast.Call, frame: Frame):
+        args: list[Arg] = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                v = self.eval(a.value, frame)
+                if isinstance(v, Seq):
+                    args.extend(Arg(None, item) for item in v.items)
+                else:
+                    args.append(Arg(a, _STAR_UNKNOWN))
+                continue
+            args.append(Arg(a, self.eval(a, frame)))
+        kwargs: dict[str, Arg] = {}
+        for kw in node.keywords:
+            v = self.eval(kw.value, frame)
+            if kw.arg is None:
+                if isinstance(v, Seq) and v.keys is not None:
+                    for k, item in zip(v.keys, v.items):
+                        if isinstance(k, str):
+                            kwargs[k] = Arg(None, item, keyword=k)
+                continue
+            kwargs[kw.arg] = Arg(kw.value, v, keyword=kw.arg)
+        return args, kwargs
+
+    def iter_item(self, it: Value) -> Value:
+        if isinstance(it, Seq):
+            return join_all(it.items) if it.items else UNKNOWN
+        if isinstance(it, _Zip):
+            return Seq(items=tuple(self.iter_item(s) for s in it.seqs))
+        if isinstance(it, _Enumerate):
+            return Seq(items=(UNKNOWN, self.iter_item(it.seq)))
+        return UNKNOWN
+
+    # ------------------------------------------------------------ calls
+
+    def call(self, func: Value, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
+             frame: Frame) -> Value:
+        if isinstance(func, Api):
+            return self.call_api(func.name, args, kwargs, node, frame)
+        if isinstance(func, Func):
+            return self.call_func(func, [a.value for a in args],
+                                  {k: a.value for k, a in kwargs.items()}, frame)
+        if isinstance(func, Bound):
+            return self.call_method(func, args, kwargs, node, frame)
+        if isinstance(func, binding.PallasCallable):
+            return self.invoke_pallas_callable(func, args, frame)
+        if isinstance(func, binding.Decorator) and args:
+            return func.apply(self, args[0].value, node, frame)
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name in _BUILTINS and func is UNKNOWN:
+            return _BUILTINS[name](args)
+        for a in list(args) + list(kwargs.values()):
+            self.escape(a.value)
+        return UNKNOWN
+
+    def escape(self, value: Value) -> None:
+        """A descriptor handed to code we cannot follow: its fate is unknown."""
+        if isinstance(value, Descriptor):
+            for i in value.call_ids:
+                self.events.dmas[i].escaped = True
+        elif isinstance(value, Seq):
+            for item in value.items:
+                self.escape(item)
+
+    def call_func(self, func: Func, args: list[Value], kwargs: dict[str, Value],
+                  frame: Frame, *, unknown_params: bool = False,
+                  kernel: bool | None = None, param_origin: dict | None = None) -> Value:
+        node = func.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return UNKNOWN
+        in_kernel = frame.kernel if kernel is None else kernel
+        if frame.depth >= MAX_DEPTH:
+            for v in args:
+                self.escape(v)
+            return UNKNOWN
+        args = list(func.bound_args) + list(args)
+        kwargs = {**dict(func.bound_kwargs), **kwargs}
+        key = (id(node), in_kernel, unknown_params, _key(args), _key(sorted(kwargs.items())),
+               id(func.scope))
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._active:  # recursion
+            return UNKNOWN
+        self._active.add(key)
+        self._entered.add(id(node))
+        try:
+            scope = Scope(func.scope if isinstance(func.scope, Scope) else self.module_scope)
+            inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1)
+            self.bind_params(node, args, kwargs, inner, unknown_params, param_origin or {})
+            if isinstance(node, ast.Lambda):
+                result = self.eval(node.body, inner)
+            else:
+                self.exec_body(node.body, inner)
+                result = join_all(inner.returns) if inner.returns else Const(value=None)
+        finally:
+            self._active.discard(key)
+        self._memo[key] = result
+        return result
+
+    def bind_params(self, node, args: list[Value], kwargs: dict[str, Value], frame: Frame,
+                    unknown_params: bool, origins: dict) -> None:
+        a = node.args
+        positional = list(a.posonlyargs) + list(a.args)
+        # Arguments after a `*args` of unknown length: positions unknown.
+        star_at = next((i for i, v in enumerate(args) if v is _STAR_UNKNOWN), None)
+        star = star_at is not None
+        if star:
+            args = args[:star_at]
+        values: dict[str, Value] = {}
+        for i, p in enumerate(positional):
+            if unknown_params or (star and i >= star_at):
+                v = UNKNOWN
+            elif i < len(args):
+                v = args[i]
+            elif p.arg in kwargs:
+                v = kwargs[p.arg]
+            else:
+                v = self._default(a, p, frame)
+            values[p.arg] = v
+        if a.vararg is not None:
+            extra = args[len(positional):] if not (unknown_params or star) else None
+            if star and not unknown_params and len(args) > len(positional):
+                extra = None
+            values[a.vararg.arg] = Seq(items=tuple(extra)) if extra is not None else UNKNOWN
+        for p, d in zip(a.kwonlyargs, a.kw_defaults):
+            if unknown_params:
+                values[p.arg] = UNKNOWN
+            elif p.arg in kwargs:
+                values[p.arg] = kwargs[p.arg]
+            else:
+                values[p.arg] = self._const_default(d)
+        if a.kwarg is not None:
+            named = {p.arg for p in positional} | {p.arg for p in a.kwonlyargs}
+            extra_kw = {k: v for k, v in kwargs.items() if k not in named}
+            values[a.kwarg.arg] = UNKNOWN if unknown_params else Seq(
+                items=tuple(extra_kw.values()), keys=tuple(extra_kw))
+        for p in positional + list(a.kwonlyargs) + ([a.vararg] if a.vararg else []):
+            v = values.get(p.arg, UNKNOWN)
+            if p.arg in origins and isinstance(v, (Ref, Seq)) and not v.origin:
+                v = replace(v, origin=origins[p.arg])
+            frame.scope.vars[p.arg] = v
+            if frame.kernel:
+                self.record_param(p, v, frame)
+
+    def record_param(self, p: ast.arg, value: Value, frame: Frame) -> None:
+        name = ast.Name(id=p.arg, ctx=ast.Load())
+        ast.copy_location(name, p)
+        name.end_lineno = p.lineno
+        name.end_col_offset = p.col_offset + len(p.arg.encode("utf-8"))
+        self.record_name(name, value, frame, is_param=True)
+
+    def _default(self, a: ast.arguments, p: ast.arg, frame: Frame) -> Value:
+        positional = list(a.posonlyargs) + list(a.args)
+        idx = positional.index(p) - (len(positional) - len(a.defaults))
+        if idx >= 0:
+            return self._const_default(a.defaults[idx])
+        return UNKNOWN
+
+    def _const_default(self, d) -> Value:
+        if isinstance(d, ast.Constant):
+            return Const(value=d.value)
+        return UNKNOWN
+
+    def apply_decorator(self, dec: ast.expr, func: Value, frame: Frame) -> Value:
+        """Decorators that run the body right away (pl.when, pl.loop,
+        run_scoped via functools.partial, core_map, pl.kernel) are entered
+        here; any other decorator (jax.jit, functools.wraps...) leaves the
+        function as it is."""
+        d = self.eval(dec, frame)
+        if isinstance(d, binding.Decorator):
+            return d.apply(self, func, dec, frame)
+        return func
+
+    def call_method(self, bound: Bound, args: list[Arg], kwargs: dict[str, Arg],
+                    node: ast.Call, frame: Frame) -> Value:
+        obj = bound.obj
+        if isinstance(obj, Descriptor):
+            attr = node.func if isinstance(node.func, ast.Attribute) else None
+            op = DescOp(op=bound.name, node=node, attr_node=attr,
+                        priority=kwargs.get("priority") or (args[0] if args else None),
+                        add=kwargs.get("add"))
+            for i in obj.call_ids:
+                self.events.dmas[i].ops.append(op)
+            return Const(value=None)
+        if isinstance(obj, Ref):
+            if bound.name == "bitcast":
+                return as_view(obj, None, self.src.segment(node))
+            if bound.name == "reshape":
+                shape = binding.shape_of([a.value for a in args]) if args else None
+                return as_view(obj, shape, self.src.segment(node))
+            if bound.name == "transpose":
+                return as_view(obj, None, self.src.segment(node))
+        if isinstance(obj, Array):
+            return Array(origin=obj.origin)
+        return UNKNOWN
+
+    # ------------------------------------------------------------ Pallas APIs
+
+    def call_api(self, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
+                 frame: Frame) -> Value:
+        t = api.tail(name)
+        if t in api.DMA_MAKERS:
+            return self.dma(t, args, kwargs, node, frame)
+        if t in api.SEM_OPS:
+            sem = _pick(args, kwargs, 0, "sem_or_view")
+            if sem is not None:
+                self.events.sem_ops.append(SemOp(
+                    api=t, node=node, sem=sem,
+                    decrement=kwargs.get("decrement"),
+                    device_id=kwargs.get("device_id")))
+            return Array(origin=t) if t == "semaphore_read" else Const(value=None)
+        if t in ("load", "store") and name.startswith(("pl.", "pltpu.")):
+            ref = _pick(args, kwargs, 0, "ref")
+            if ref is not None:
+                val = _pick(args, kwargs, 1, "val") if t == "store" else None
+                self.events.accesses.append(RefAccess(kind=t, node=node, ref=ref, value=val))
+                if t == "load":
+                    shape = ref.value.shape if isinstance(ref.value, Ref) else None
+                    return Array(origin="load", shape=shape,
+                                 dtype=getattr(ref.value, "dtype", None))
+            return Const(value=None)
+        if t == "get_barrier_semaphore":
+            return Ref(origin="pltpu.get_barrier_semaphore()", space=Space.SEMAPHORE, shape=(),
+                       sem=SemKind.BARRIER)
+        if t == "pallas_call":
+            return binding.pallas_call(self, args, kwargs, node, frame)
+        if t == "kernel":
+            body = _pick(args, kwargs, 0, "body")
+            if body is None or not isinstance(body.value, Func):
+                return binding.KernelDecorator(kwargs=tuple(kwargs.items()))
+            return binding.pl_kernel(self, body.value, kwargs, frame)
+        if t == "core_map":
+            return binding.CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
+        if t == "run_scoped":
+            body = _pick(args, kwargs, 0, "f")
+            if body is not None and isinstance(body.value, Func):
+                return self.run_scoped(body.value, args[1:], {k: v for k, v in kwargs.items()
+                                                             if k not in ("f", "collective_axes")},
+                                       node, frame)
+            return UNKNOWN
+        if t == "when":
+            return binding.WhenDecorator()
+        if t == "loop":
+            return binding.LoopDecorator()
+        if t == "emit_pipeline":
+            return binding.emit_pipeline(self, args, kwargs, node, frame)
+        if t in ("BlockSpec",):
+            return binding.block_spec(args, kwargs)
+        if t in ("VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
+                 "MemorySpace.HBM", "MemorySpace.ANY"):
+            return binding.memory_alloc(t.split(".")[-1], args, kwargs)
+        if t in api.SEM_TYPES:
+            return binding.sem_alloc(api.SEM_TYPES[t], args)
+        if t in ("PrefetchScalarGridSpec", "GridSpec"):
+            return binding.grid_spec(args, kwargs)
+        if t in ("ds", "dslice", "Slice"):
+            size = _pick(args, kwargs, 1, "size")
+            if size is not None and isinstance(size.value, Const) and isinstance(size.value.value, int):
+                return SliceVal(size=size.value.value)
+            return SliceVal()
+        if t in ("program_id", "num_programs"):
+            return Array(origin=t)
+        if name in ("jax.ShapeDtypeStruct",):
+            return binding.shape_dtype(args, kwargs)
+        if name == "functools.partial":
+            if not args:
+                return UNKNOWN
+            inner = args[0].value
+            if isinstance(inner, Func):
+                return replace(inner, bound_args=inner.bound_args + tuple(a.value for a in args[1:]),
+                               bound_kwargs=inner.bound_kwargs + tuple(
+                                   (k, a.value) for k, a in kwargs.items()))
+            if isinstance(inner, Api):
+                return binding.PartialApi(api=inner.name, args=tuple(args[1:]),
+                                          kwargs=tuple(kwargs.items()))
+            return UNKNOWN
+        if name in ("lax.fori_loop",):
+            return self.fori_loop(args, kwargs, frame)
+        if name in ("lax.while_loop",):
+            body = _pick(args, kwargs, 1, "body_fun")
+            init = _pick(args, kwargs, 2, "init_val")
+            cond = _pick(args, kwargs, 0, "cond_fun")
+            if cond is not None and isinstance(cond.value, Func):
+                self.call_func(cond.value, [init.value if init else UNKNOWN], {}, frame)
+            if body is not None and isinstance(body.value, Func):
+                return self.call_func(body.value, [init.value if init else UNKNOWN], {}, frame)
+            return UNKNOWN
+        if name in ("lax.cond",):
+            branches = [a.value for a in args[1:3]]
+            operands = [a.value for a in args[3:]]
+            results = [self.call_func(b, operands, {}, frame) for b in branches
+                       if isinstance(b, Func)]
+            return join_all(results) if results else UNKNOWN
+        if name in ("lax.switch",):
+            br = args[1].value if len(args) > 1 else UNKNOWN
+            operands = [a.value for a in args[2:]]
+            if isinstance(br, Seq):
+                results = [self.call_func(b, operands, {}, frame) for b in br.items
+                           if isinstance(b, Func)]
+                return join_all(results) if results else UNKNOWN
+            return UNKNOWN
+        if name.startswith("jnp.") and name[4:] in _DTYPES:
+            return Const(value=_DTYPES[name[4:]])
+        if name.startswith(("jnp.", "lax.", "jax.")) or name.startswith(("pl.", "pltpu.")):
+            for a in list(args) + list(kwargs.values()):
+                self.escape(a.value)
+            if name.startswith(("jnp.", "lax.")):
+                return Array(origin=name)
+            return UNKNOWN
+        if isinstance(node.func, ast.Name) and node.func.id in _BUILTINS:
+            return _BUILTINS[node.func.id](args)
+        for a in list(args) + list(kwargs.values()):
+            self.escape(a.value)
+        return UNKNOWN
+
+    def dma(self, t: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
+            frame: Frame) -> Value:
+        absent = Arg(None, UNKNOWN)
+        remote = t in ("make_async_remote_copy", "async_remote_copy")
+        call = DmaCall(
+            id=len(self.events.dmas), api=t, node=node,
+            src=_pick(args, kwargs, 0, "src_ref") or absent,
+            dst=_pick(args, kwargs, 1, "dst_ref") or absent,
+            sem=(_pick(args, kwargs, 3, "recv_sem") if remote
+                 else _pick(args, kwargs, 2, "sem")) or absent,
+            in_kernel=frame.kernel,
+        )
+        if remote:
+            call.send_sem = _pick(args, kwargs, 2, "send_sem") or absent
+            call.device_id = _pick(args, kwargs, 4, "device_id") or absent
+        if t == "async_copy":
+            call.priority = kwargs.get("priority")
+            call.add = kwargs.get("add")
+        if t == "sync_copy":
+            call.sem = absent
+            call.add = kwargs.get("add")
+        self.events.dmas.append(call)
+        if t == "sync_copy":
+            return Const(value=None)
+        return Descriptor(origin=f"{t}(...) at line {node.lineno}", remote=remote,
+                          call_ids=frozenset({call.id}))
+
+    def run_scoped(self, body: Value, types: list[Arg], kw_types: dict[str, Arg],
+                   node: ast.AST, frame: Frame) -> Value:
+        refs, kw_refs = [], {}
+        for a in types:
+            refs.append(self._scoped_ref(a, node))
+        for k, a in kw_types.items():
+            if k == "collective_axes":
+                continue
+            kw_refs[k] = self._scoped_ref(a, node)
+        if not isinstance(body, Func):
+            return UNKNOWN
+        origins = {}
+        params = [p.arg for p in list(body.node.args.posonlyargs) + list(body.node.args.args)]
+        for i, p in enumerate(params[len(body.bound_args):]):
+            if i < len(types):
+                origins[p] = f"pl.run_scoped allocation #{i + 1}"
+        for k in kw_refs:
+            origins[k] = f"pl.run_scoped allocation `{k}`"
+        return self.call_func(body, refs, kw_refs, frame, param_origin=origins)
+
+    def _scoped_ref(self, a: Arg, call_node) -> Value:
+        alloc = binding.to_alloc(a.value)
+        if alloc is None:
+            return UNKNOWN
+        if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:
+            self.events.scoped.append(ScopedAlloc(node=a.node, space=alloc.space.value,
+                                                  call=call_node))
+        return alloc.to_ref("pl.run_scoped allocation")
+
+    def fori_loop(self, args: list[Arg], kwargs: dict[str, Arg], frame: Frame) -> Value:
+        body = _pick(args, kwargs, 2, "body_fun")
+        init = _pick(args, kwargs, 3, "init_val")
+        if body is None or not isinstance(body.value, Func):
+            return UNKNOWN
+        carry = init.value if init is not None else UNKNOWN
+        frame.loop_depth += 1
+        try:
+            out = self.call_func(body.value, [UNKNOWN, carry], {}, frame)
+            out2 = self.call_func(body.value, [UNKNOWN, join(carry, out)], {}, frame)
+        finally:
+            frame.loop_depth -= 1
+        return join(join(carry, out), out2)
+
+    def invoke_pallas_callable(self, pc, args: list[Arg], frame: Frame) -> Value:
+        binding.run_kernel(self, pc, len(args) if not any(
+            a.value is _STAR_UNKNOWN for a in args) else None, frame)
+        return UNKNOWN
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class _StarUnknown(Value):
+    """A `*args` whose length is not known."""
+
+
+_STAR_UNKNOWN = _StarUnknown()
+STAR_UNKNOWN = _STAR_UNKNOWN
+
+
+@dataclass(frozen=True)
+class _Zip(Value):
+    seqs: tuple = ()
+
+
+@dataclass(frozen=True)
+class _Enumerate(Value):
+    seq: Value = UNKNOWN
+
+
+def _builtin_zip(args):
+    return _Zip(seqs=tuple(a.value for a in args))
+
+
+def _builtin_enumerate(args):
+    return _Enumerate(seq=args[0].value) if args else UNKNOWN
+
+
+def _builtin_len(args):
+    if args and isinstance(args[0].value, Seq):
+        return Const(value=len(args[0].value.items))
+    return UNKNOWN
+
+
+def _builtin_tuple(args):
+    if args and isinstance(args[0].value, Seq):
+        return Seq(items=args[0].value.items)
+    return UNKNOWN
+
+
+def _builtin_unknown(args):
+    return UNKNOWN
+
+
+_BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
+             "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_unknown,
+             "isinstance": _builtin_unknown, "print": _builtin_unknown,
+             "int": _builtin_unknown, "max": _builtin_unknown, "min": _builtin_unknown}
+
+_DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
+                          "int8", "int64", "uint32", "uint8", "uint16", "bool_",
+                          "float8_e4m3fn", "float8_e5m2", "int4")}
+
+
+def _pick(args: list[Arg], kwargs: dict[str, Arg], index: int, keyword: str) -> Arg | None:
+    if keyword in kwargs:
+        return kwargs[keyword]
+    if index < len(args):
+        return args[index]
+    return None
+
+
+def _truthiness(v: Value) -> bool | None:
+    if isinstance(v, Const):
+        try:
+            return bool(v.value)
+        except Exception:
+            return None
+    return None
+
+
+def _is_none(v: Value) -> bool | None:
+    if isinstance(v, Const):
+        return v.value is None
+    if isinstance(v, (Ref, Array, Descriptor, Seq, Func)):
+        return False
+    return None
+
+
+def _const_binop(a, b, op) -> Value:
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+        return UNKNOWN
+    try:
+        if isinstance(op, ast.Add):
+            return Const(value=a + b)
+        if isinstance(op, ast.Sub):
+            return Const(value=a - b)
+        if isinstance(op, ast.Mult):
+            return Const(value=a * b)
+        if isinstance(op, ast.FloorDiv):
+            return Const(value=a // b)
+        if isinstance(op, ast.Mod):
+            return Const(value=a % b)
+    except (ZeroDivisionError, OverflowError):
+        return UNKNOWN
+    return UNKNOWN
+
+
+def _key(obj):
+    """A hashable stand-in for argument values (for memoising calls)."""
+    try:
+        hash(obj)
+        return obj
+    except TypeError:
+        if isinstance(obj, (list, tuple)):
+            return tuple(_key(o) for o in obj)
+        return id(obj)

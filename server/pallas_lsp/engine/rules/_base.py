@@ -1,0 +1,104 @@
+"""What every rule gets (a Context) and the small helpers they share."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Iterable
+
+from pallas_lsp.engine.events import Arg, DmaCall, Events
+from pallas_lsp.engine.model import (Array, Const, Edit, Finding, Fix, Ref, Related, SemKind,
+                                     Severity, Span, fmt_shape)
+from pallas_lsp.engine.source import Source
+
+
+@dataclass
+class Context:
+    src: Source
+    events: Events
+
+    def span(self, node: ast.AST) -> Span:
+        return self.src.span(node)
+
+    def text(self, node: ast.AST) -> str:
+        return self.src.segment(node)
+
+    def arg_node(self, arg: Arg, fallback: ast.AST) -> ast.AST:
+        return arg.node if arg.node is not None else fallback
+
+
+def is_value(v) -> bool:
+    """Known not to be a Ref: an Array (a read, arithmetic, a jnp result)."""
+    return isinstance(v, Array)
+
+
+def start_ops(call: DmaCall):
+    return [op for op in call.ops if op.op == "start"]
+
+
+def wait_ops(call: DmaCall, kinds=("wait", "wait_recv", "wait_send")):
+    return [op for op in call.ops if op.op in kinds]
+
+
+def raise_sites(ctx: Context, call: DmaCall, ops, what: str) -> tuple[Related, ...]:
+    """Related information: where JAX raises (the .start()/.wait() line)."""
+    if call.implicit_start and what == "start":
+        return ()
+    seen, out = set(), []
+    for op in ops:
+        span = ctx.span(op.node)
+        if span in seen:
+            continue
+        seen.add(span)
+        out.append(Related(span, f"JAX raises here, when `.{op.op}()` traces the DMA"))
+    return tuple(out[:3])
+
+
+def ref_fix(ctx: Context, node: ast.AST | None, *, safe: bool = True) -> tuple[Fix, ...]:
+    """`x[...]` -> `x`, `x[i, :]` -> `x.at[i, :]`: keep the Ref, drop the read."""
+    if not isinstance(node, ast.Subscript):
+        return ()
+    base = ctx.text(node.value)
+    index = node.slice
+    if isinstance(index, ast.Constant) and index.value is Ellipsis:
+        new, title = base, f"Pass the Ref `{base}` instead of reading it"
+    else:
+        new = f"{base}.at[{ctx.text(index)}]"
+        title = f"Use the view `{new}` instead of a read"
+    return (Fix(title=title, edits=(Edit(ctx.span(node), new),), safe=safe),)
+
+
+def at_fix(ctx: Context, node: ast.AST | None, shape) -> tuple[Fix, ...]:
+    """`sems` -> `sems.at[0]`: the index is the user's choice, so not safe."""
+    if node is None or not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return ()
+    text = ctx.text(node)
+    rank = len(shape) if shape else 1
+    idx = ", ".join(["0"] * rank)
+    return (Fix(title=f"Select one semaphore: `{text}.at[{idx}]` (choose the index)",
+                edits=(Edit(ctx.span(node), f"{text}.at[{idx}]"),), safe=False),)
+
+
+def explain_value(ctx: Context, node: ast.AST, value) -> str:
+    """Why `node` is not a Ref, in words about the user's own code."""
+    text = ctx.text(node)
+    if isinstance(node, ast.Subscript):
+        base = ctx.text(node.value)
+        if isinstance(value, Array) and value.sem is not None:
+            return (f"`{text}` reads the semaphore's value; `{base}.at[{ctx.text(node.slice)}]` "
+                    f"selects the semaphore and keeps it a Ref.")
+        if isinstance(node.slice, ast.Constant) and node.slice.value is Ellipsis:
+            return f"`{text}` reads the whole Ref into an Array; pass `{base}` itself."
+        return (f"`{text}` reads from the Ref into an Array; `{base}.at[{ctx.text(node.slice)}]` "
+                f"is the same window as a Ref.")
+    origin = getattr(value, "origin", "")
+    where = f" ({origin})" if origin else ""
+    return f"`{text}` is an Array{where}, not a Ref."
+
+
+def sem_shape_text(shape) -> str:
+    return fmt_shape(shape)
+
+
+__all__ = ["Context", "Finding", "Fix", "Edit", "Related", "Severity", "Span", "Ref", "Array",
+           "Const", "SemKind", "Iterable", "is_value", "start_ops", "wait_ops", "raise_sites",
+           "ref_fix", "at_fix", "explain_value", "sem_shape_text"]

@@ -1,0 +1,96 @@
+"""Turning text into an AST, tolerating syntax errors, and mapping AST
+positions (UTF-8 byte columns) to code-point spans."""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from pallas_lsp.engine.model import Span
+
+_MAX_REPAIRS = 25
+_TOP_LEVEL = re.compile(r"\S")
+
+
+@dataclass
+class Source:
+    text: str
+    lines: list[str]
+    tree: ast.Module
+    syntax_error: str | None = None
+    blanked: set[int] = field(default_factory=set)  # 0-based lines removed to parse
+
+    def span(self, node: ast.AST) -> Span:
+        """Code-point span of a node (ast columns are UTF-8 byte offsets)."""
+        line = node.lineno - 1
+        end_line = (node.end_lineno or node.lineno) - 1
+        col = self._col(line, node.col_offset)
+        end_col = self._col(end_line, node.end_col_offset if node.end_col_offset is not None
+                            else node.col_offset)
+        return Span(line, col, end_line, end_col)
+
+    def _col(self, line: int, byte_col: int) -> int:
+        if line < 0 or line >= len(self.lines):
+            return byte_col
+        text = self.lines[line]
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    def segment(self, node: ast.AST) -> str:
+        s = self.span(node)
+        if s.line == s.end_line:
+            return self.lines[s.line][s.col:s.end_col]
+        parts = [self.lines[s.line][s.col:]]
+        parts += self.lines[s.line + 1:s.end_line]
+        parts.append(self.lines[s.end_line][:s.end_col])
+        return "\n".join(parts)
+
+
+def parse(text: str) -> Source:
+    """Parse `text`; on a syntax error, blank the smallest region that makes
+    the rest parse, so unaffected functions are still analysed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", " ")
+    lines = text.split("\n")
+    work = list(lines)
+    first_error: str | None = None
+    blanked: set[int] = set()
+    for _ in range(_MAX_REPAIRS):
+        try:
+            tree = ast.parse("\n".join(work))
+            return Source(text, lines, tree, first_error, blanked)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            lineno = getattr(exc, "lineno", None) or len(work)
+            if first_error is None:
+                first_error = f"line {lineno}: {getattr(exc, 'msg', None) or exc}"
+            bad = min(max(lineno - 1, 0), len(work) - 1)
+            if isinstance(exc, (RecursionError, MemoryError)) or not _repair(work, bad, blanked):
+                break
+    return Source(text, lines, ast.Module(body=[], type_ignores=[]), first_error, blanked)
+
+
+def _repair(work: list[str], bad: int, blanked: set[int]) -> bool:
+    """Blank line `bad` (keeping the block valid with `pass`); if it was
+    already blanked, blank the whole top-level statement around it."""
+    if bad not in blanked:
+        indent = len(work[bad]) - len(work[bad].lstrip())
+        work[bad] = " " * indent + "pass" if work[bad].strip() else ""
+        blanked.add(bad)
+        return True
+    start = bad
+    while start > 0 and not _starts_top_level(work[start]):
+        start -= 1
+    end = bad + 1
+    while end < len(work) and not _starts_top_level(work[end]):
+        end += 1
+    changed = False
+    for i in range(start, end):
+        if work[i]:
+            work[i] = ""
+            blanked.add(i)
+            changed = True
+    return changed
+
+
+def _starts_top_level(line: str) -> bool:
+    return bool(line) and not line[0].isspace() and not line.startswith(("#", ")", "]", "}"))

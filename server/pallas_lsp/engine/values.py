@@ -1,0 +1,133 @@
+"""Engine-internal values (specs, allocations, views in the making) and the
+join used where control flow merges."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pallas_lsp.engine.model import (Array, Const, Descriptor, Ref, SemKind, Seq, Shape,
+                                     Space, Unknown, Value)
+
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True)
+class Spec(Value):
+    """pl.BlockSpec(...): memory space and block shape (None dims squeezed)."""
+
+    space: Space | None = None  # None: not given (default VMEM block)
+    block_shape: Shape | None = None
+
+    def describe(self) -> str:
+        return "BlockSpec"
+
+
+@dataclass(frozen=True)
+class Alloc(Value):
+    """pltpu.VMEM(shape, dtype), pltpu.SemaphoreType.DMA((2,)), ...: what
+    scratch_shapes / run_scoped turn into a Ref."""
+
+    space: Space = Space.UNKNOWN
+    shape: Shape | None = None
+    dtype: str | None = None
+    sem: SemKind | None = None
+
+    def to_ref(self, origin: str) -> Ref:
+        return Ref(origin=origin, space=self.space, shape=self.shape, dtype=self.dtype,
+                   sem=self.sem)
+
+    def describe(self) -> str:
+        return "allocation"
+
+
+@dataclass(frozen=True)
+class ShapeDtype(Value):
+    """jax.ShapeDtypeStruct(shape, dtype)."""
+
+    shape: Shape | None = None
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class SliceVal(Value):
+    """pl.ds(start, size) / slice: `size` when it is a constant."""
+
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class AtProxy(Value):
+    """`ref.at`, waiting for its index."""
+
+    ref: Ref = Ref()
+
+
+@dataclass(frozen=True)
+class Bound(Value):
+    """A method looked up on a value we model (desc.start, ref.bitcast)."""
+
+    obj: Value = UNKNOWN
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class GridSpec(Value):
+    """pltpu.PrefetchScalarGridSpec / pl.GridSpec arguments, kept as values."""
+
+    num_scalar_prefetch: int | None = 0
+    in_specs: Value = UNKNOWN
+    out_specs: Value = UNKNOWN
+    scratch_shapes: Value = UNKNOWN
+    has_in_specs: bool = False
+    has_out_specs: bool = False
+
+
+def join(a: Value, b: Value) -> Value:
+    """Least upper bound of two values: what a name holds after an if/else
+    or a loop. Keeps what both sides agree on, forgets the rest."""
+    if a == b:
+        return a
+    # `d = None` before a loop that assigns a descriptor: treat as optional.
+    if isinstance(a, Const) and a.value is None and isinstance(b, Descriptor):
+        return b
+    if isinstance(b, Const) and b.value is None and isinstance(a, Descriptor):
+        return a
+    if isinstance(a, Descriptor) and isinstance(b, Descriptor):
+        remote = a.remote if a.remote == b.remote else None
+        return Descriptor(origin=a.origin, remote=remote, call_ids=a.call_ids | b.call_ids)
+    if isinstance(a, Ref) and isinstance(b, Ref):
+        return Ref(origin=a.origin if a.origin == b.origin else "",
+                   space=a.space if a.space == b.space else Space.UNKNOWN,
+                   shape=a.shape if a.shape == b.shape else _join_shape(a.shape, b.shape),
+                   dtype=a.dtype if a.dtype == b.dtype else None,
+                   sem=a.sem if a.sem == b.sem else None,
+                   view=a.view or b.view)
+    if isinstance(a, Array) and isinstance(b, Array):
+        return Array(origin=a.origin if a.origin == b.origin else "",
+                     shape=a.shape if a.shape == b.shape else None,
+                     dtype=a.dtype if a.dtype == b.dtype else None,
+                     sem=a.sem if a.sem == b.sem else None)
+    if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
+            and a.keys == b.keys:
+        return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
+    return UNKNOWN
+
+
+def _join_shape(a: Shape | None, b: Shape | None) -> Shape | None:
+    # Semaphore arrays of different lengths are still non-scalar: keep rank.
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def join_all(values) -> Value:
+    values = list(values)
+    if not values:
+        return UNKNOWN
+    out = values[0]
+    for v in values[1:]:
+        out = join(out, v)
+    return out
+
+
+def as_view(ref: Ref, shape: Shape | None, origin: str) -> Ref:
+    return replace(ref, shape=shape, view=True, origin=origin)
