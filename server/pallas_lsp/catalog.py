@@ -9,6 +9,8 @@ jax sources as text to locate a raise site.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import ast
 import functools
 import importlib.resources
@@ -120,6 +122,11 @@ class Entry:
         else:
             url = f"{jax_source_url.rstrip('/')}/{self.raised_file}#L{self.raised_line}"
         return f"[{loc}]({url})"
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (for `pallas-lsp rule --output-format json`)."""
+        out = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     def to_markdown(self, jax_source_url: str | None = None) -> str:
         """Render the entry like `ruff rule <code>`.

@@ -10,6 +10,7 @@ from __future__ import annotations
 # Longest prefix first: the first match wins.
 _PREFIXES: tuple[tuple[str, str], ...] = (
     ("jax.experimental.pallas.tpu", "pltpu"),
+    ("pl.tpu", "pltpu"),  # attribute chains: jax.experimental.pallas -> pl, then .tpu
     ("jax.experimental.pallas", "pl"),
     ("jax._src.pallas.mosaic.primitives", "pltpu"),
     ("jax._src.pallas.mosaic.core", "pltpu"),

@@ -18,7 +18,7 @@ from pallas_lsp.engine.values import (UNKNOWN, Alloc, GridSpec, ShapeDtype, Slic
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
 
-_SQUEEZED = "__squeezed__"
+SQUEEZED = _SQUEEZED = "__squeezed__"
 
 
 # ---------------------------------------------------------------- decorators

@@ -497,6 +497,12 @@ class Interpreter:
     def binop(self, a: Value, b: Value, op=None) -> Value:
         if isinstance(a, (Ref, Array)) or isinstance(b, (Ref, Array)):
             return Array(origin="arithmetic")
+        if isinstance(op, ast.Mult) and isinstance(a, Seq) and a.keys is None \
+                and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64:
+            return Seq(items=a.items * b.value)
+        if isinstance(op, ast.Add) and isinstance(a, Seq) and isinstance(b, Seq) \
+                and a.keys is None and b.keys is None:
+            return Seq(items=a.items + b.items)
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
             return _const_binop(a.value, b.value, op)
         return UNKNOWN
@@ -619,6 +625,8 @@ class Interpreter:
         if isinstance(func, binding.Decorator) and args:
             return func.apply(self, args[0].value, node, frame)
         name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name == "dict" and func is UNKNOWN and not args:
+            return Seq(items=tuple(a.value for a in kwargs.values()), keys=tuple(kwargs))
         if name in _BUILTINS and func is UNKNOWN:
             return _BUILTINS[name](args)
         for a in list(args) + list(kwargs.values()):
@@ -830,6 +838,11 @@ class Interpreter:
             if size is not None and isinstance(size.value, Const) and isinstance(size.value.value, int):
                 return SliceVal(size=size.value.value)
             return SliceVal()
+        if t in ("Squeezed", "squeezed"):
+            return Const(value=binding.SQUEEZED)
+        if t in ("Blocked", "Element", "BoundedSlice"):
+            size = _pick(args, kwargs, 0, "block_size")
+            return size.value if size is not None and isinstance(size.value, Const) else UNKNOWN
         if t in ("program_id", "num_programs"):
             return Array(origin=t)
         if name in ("jax.ShapeDtypeStruct",):

@@ -1,0 +1,65 @@
+"""Bad input: no exception, bounded time, and the rest of the file checked."""
+import time
+
+from pallas_lsp.engine import analyze
+
+KERNEL = '''
+def kernel{n}(x_hbm, o_hbm, sems):
+    pltpu.make_async_copy(x_hbm, o_hbm, sems).start()
+
+pl.pallas_call(kernel{n}, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+               in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+               out_specs=pl.BlockSpec(memory_space=pl.ANY),
+               scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
+'''
+HEADER = ("import jax\nimport jax.numpy as jnp\nfrom jax.experimental import pallas as pl\n"
+          "from jax.experimental.pallas import tpu as pltpu\n")
+
+
+def test_empty_and_whitespace():
+    for text in ("", "\n", "   ", "\x00\x00", "\ufeff"):
+        assert analyze(text).findings == []
+
+
+def test_syntax_error_keeps_other_functions():
+    broken = "\ndef half_typed(x_ref:\n    pltpu.make_async_copy(x_ref[\n"
+    src = HEADER + KERNEL.format(n=1) + broken + KERNEL.format(n=2)
+    a = analyze(src)
+    assert a.syntax_error
+    assert [f.code for f in a.findings] == ["PAL103", "PAL103"]
+
+
+def test_half_typed_line_inside_kernel():
+    src = HEADER + KERNEL.format(n=1).replace(
+        "    pltpu.make_async_copy", "    x = pltpu.make_async_copy(x_hbm,\n    pltpu.make_async_copy")
+    a = analyze(src)
+    assert a.syntax_error is not None
+    assert "PAL103" in [f.code for f in a.findings]
+
+
+def test_deep_nesting_does_not_crash():
+    deep = "x = " + "(" * 300 + "1" + ")" * 300 + "\n"
+    nested = "".join("    " * i + f"def f{i}():\n" for i in range(80)) + "    " * 80 + "pass\n"
+    for text in (deep, nested, "[" * 5000):
+        analyze(text)
+
+
+def test_generated_20k_line_file_is_bounded():
+    body = "".join(KERNEL.format(n=i) for i in range(2500))  # ~20,000 lines
+    src = HEADER + body
+    assert src.count("\n") >= 20_000
+    t = time.perf_counter()
+    a = analyze(src)
+    elapsed = time.perf_counter() - t
+    assert elapsed < 10, elapsed
+    assert len(a.findings) >= 1
+
+
+def test_odd_unicode_columns_are_code_points():
+    src = HEADER + KERNEL.format(n=1).replace(
+        "    pltpu.make_async_copy(x_hbm, o_hbm, sems)",
+        "    s = '🙂中文'; pltpu.make_async_copy(x_hbm, o_hbm, sems)")
+    a = analyze(src)
+    (f,) = a.findings
+    line = src.split("\n")[f.span.line]
+    assert line[f.span.col:f.span.end_col] == "sems"

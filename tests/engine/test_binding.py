@@ -1,0 +1,189 @@
+"""Kernel discovery and parameter binding, checked through what the engine
+infers for each name (the same data hover and inlay hints show)."""
+from conftest import codes, run
+
+
+def _kinds(analysis):
+    return {n.name: n.value.describe() for n in analysis.names if n.is_param}
+
+
+def test_pallas_call_binds_inputs_outputs_and_scratch():
+    a, _ = run("""
+        def kernel(x_ref, o_hbm, buf, sem, sems):
+            pass
+
+        def f(x):
+            return pl.pallas_call(
+                kernel,
+                out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+                in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                scratch_shapes=[pltpu.VMEM((8, 128), jnp.bfloat16), pltpu.SemaphoreType.DMA,
+                                pltpu.SemaphoreType.DMA((2,))],
+                grid=(2,),
+            )(x)
+    """)
+    k = _kinds(a)
+    assert k["x_ref"] == "Ref · VMEM · ?[8, 128]"
+    assert k["o_hbm"] == "Ref · ANY · f32[16, 128]"
+    assert k["buf"] == "Ref · VMEM · bf16[8, 128]"
+    assert k["sem"] == "DMA semaphore · shape ()"
+    assert k["sems"] == "DMA semaphore · shape (2,)"
+    assert a.kernels == ["kernel"]
+
+
+def test_prefetch_grid_spec_and_squeezed_block_dims():
+    a, _ = run("""
+        def kernel(idx_ref, x_ref, o_ref, acc):
+            pass
+
+        def f(idx, x):
+            return pl.pallas_call(
+                kernel,
+                out_shape=jax.ShapeDtypeStruct((4, 8, 128), jnp.float32),
+                grid_spec=pltpu.PrefetchScalarGridSpec(
+                    num_scalar_prefetch=1,
+                    grid=(4,),
+                    in_specs=[pl.BlockSpec((None, 8, 128), lambda i, idx: (idx[i], 0, 0))],
+                    out_specs=pl.BlockSpec((pl.Squeezed(), 8, 128), lambda i, idx: (i, 0, 0)),
+                    scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)],
+                ),
+            )(idx, x)
+    """)
+    k = _kinds(a)
+    assert k["idx_ref"] == "Ref · SMEM"
+    assert k["x_ref"] == "Ref · VMEM · ?[8, 128]"
+    assert k["o_ref"] == "Ref · VMEM · f32[8, 128]"
+    assert k["acc"] == "Ref · VMEM · f32[8, 128]"
+
+
+def test_dict_scratch_becomes_keyword_arguments():
+    a, _ = run("""
+        def kernel(x_ref, o_ref, *, buf, sem):
+            pass
+
+        out = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                             in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                             out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                             scratch_shapes=dict(buf=pltpu.VMEM((8, 128), jnp.float32),
+                                                 sem=pltpu.SemaphoreType.DMA))
+    """)
+    k = _kinds(a)
+    assert k["sem"] == "DMA semaphore · shape ()"
+    assert k["buf"].startswith("Ref · VMEM")
+
+
+def test_partial_kernel_and_tuple_scratch_items():
+    # all_gather's pattern: each scratch item is a tuple of semaphores, so
+    # `recv_sem[0]` indexes a Python tuple and stays a Ref (no PAL101).
+    a, src = run("""
+        def ag_kernel(x_ref, o_ref, send_sem, recv_sem, *, axis_name):
+            pltpu.async_copy(x_ref, o_ref.at[0], recv_sem[0]).wait()
+
+        def f(x):
+            return pl.pallas_call(
+                functools.partial(ag_kernel, axis_name="x"),
+                out_shape=jax.ShapeDtypeStruct((2, 8, 128), jnp.float32),
+                grid_spec=pltpu.PrefetchScalarGridSpec(
+                    num_scalar_prefetch=0,
+                    scratch_shapes=((pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA),
+                                    (pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA)),
+                    in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                    out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                ),
+            )(x)
+    """)
+    assert a.findings == []
+    k = _kinds(a)
+    assert k["recv_sem"].startswith("(DMA semaphore · shape ()")
+
+
+def test_pallas_call_used_as_decorator_through_partial():
+    assert codes("""
+        @functools.partial(
+            pl.pallas_call,
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY),
+            scratch_shapes=[pltpu.SemaphoreType.DMA((2,))],
+        )
+        def kernel(x_hbm, o_hbm, sems):
+            pltpu.make_async_copy(x_hbm, o_hbm, sems).start()
+    """) == ["PAL103"]
+
+
+def test_run_scoped_and_helper_functions_get_values():
+    a, src = run("""
+        def copy_in(src, dst, sem):
+            c = pltpu.make_async_copy(src, dst, sem)
+            c.start()
+            c.wait()
+
+        def kernel(x_hbm, o_hbm):
+            def body(buf, sems):
+                copy_in(x_hbm, buf, sems)
+            pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,)))
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY))
+    """)
+    assert [f.code for f in a.findings] == ["PAL103"]
+    # The diagnostic is in the helper, on the argument that was bad in this call.
+    assert "sem)" in src.split("\n")[a.findings[0].span.line]
+
+
+def test_unknown_kernel_params_never_produce_findings():
+    # Nobody calls this kernel: its parameters are unknown, so no diagnostic
+    # even though `x[...]` would be wrong if x were a Ref.
+    assert codes("""
+        def kernel(x, o, sem):
+            pltpu.make_async_copy(x[...], o, sem).start()
+    """) == []
+
+
+def test_fori_loop_and_when_bodies_are_walked():
+    assert sorted(codes("""
+        def kernel(x_hbm, o_hbm, buf, sems):
+            def body(i, carry):
+                pltpu.make_async_copy(x_hbm, buf, sems).start()
+                return carry
+            jax.lax.fori_loop(0, 4, body, 0)
+
+            @pl.when(pl.program_id(0) == 0)
+            def _():
+                pltpu.make_async_copy(buf, o_hbm, sems[1]).start()
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                       pltpu.SemaphoreType.DMA((2,))])
+    """)) == ["PAL101", "PAL103"]
+
+
+def test_list_of_refs_and_loops_over_them():
+    assert codes("""
+        def kernel(a_hbm, b_hbm, o_hbm, buf, sem):
+            srcs = [a_hbm, b_hbm]
+            for src in srcs:
+                pltpu.sync_copy(src[...], buf)
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2,
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])
+    """) in (["PAL101", "PAL204"], ["PAL204", "PAL101"])
+
+
+def test_at_views_narrow_semaphore_shapes():
+    assert codes("""
+        def kernel(x_hbm, o_hbm, sems):
+            pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).start()      # fine: shape (4,)->? no
+            pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0, 1]).start()   # fine: ()
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                       scratch_shapes=[pltpu.SemaphoreType.DMA((2, 4))])
+    """) == ["PAL103"]
