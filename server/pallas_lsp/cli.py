@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--select", type=_codes, default=None, help="comma-separated code prefixes")
     c.add_argument("--ignore", type=_codes, default=None, help="comma-separated code prefixes")
     c.add_argument("--no-config", action="store_true", help="ignore [tool.pallas-lsp] settings")
+    c.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
     c.set_defaults(func=_check)
 
     r = sub.add_parser("rule", help="explain a rule (catalog entry)")
@@ -96,9 +97,10 @@ def _check(args) -> int:
         for r in rows:
             print(f"{r['path']}:{r['line']}:{r['column']}: {r['code']} {r['message']}")
         n = len(rows)
+        sys.stdout.flush()
         if n:
             print(f"Found {n} problem{'s' if n != 1 else ''}.", file=sys.stderr)
-    return EXIT_FINDINGS if rows else EXIT_CLEAN
+    return EXIT_FINDINGS if rows and not args.exit_zero else EXIT_CLEAN
 
 
 # ---------------------------------------------------------------- rule
