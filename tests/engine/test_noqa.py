@@ -18,3 +18,9 @@ def test_noqa_variants():
     assert codes(KERNEL.format(comment="# noqa: PAL101, PAL103")) == []
     assert codes(KERNEL.format(comment="# noqa: PAL101")) == ["PAL103"]
     assert codes(KERNEL.format(comment="# NOQA:PAL103")) == []
+
+
+def test_noqa_inside_a_string_does_not_count():
+    from pallas_lsp.engine.noqa import noqa_lines
+    assert noqa_lines("x = '# noqa'\ny = 1  # noqa: PAL101\n") == {1: frozenset({"PAL101"})}
+    assert noqa_lines('s = "a # b"  # noqa\n') == {0: None}

@@ -1,9 +1,7 @@
 """`# noqa` and `# noqa: PAL101, PAL103` comments, ruff-style."""
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?",
                    re.IGNORECASE)
@@ -12,21 +10,46 @@ _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)
 def noqa_lines(text: str) -> dict[int, frozenset[str] | None]:
     """0-based line -> codes suppressed there (None: every code)."""
     out: dict[int, frozenset[str] | None] = {}
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-        comments = [(t.start[0] - 1, t.string) for t in tokens if t.type == tokenize.COMMENT]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        # Broken file: fall back to a per-line scan (may see '#' in strings).
-        comments = [(i, line[line.index("#"):]) for i, line in enumerate(text.split("\n"))
-                    if "#" in line]
-    for line, comment in comments:
-        m = _NOQA.search(comment)
+    if "noqa" not in text.lower():  # the common case: skip the per-line scan
+        return out
+    for i, line in enumerate(text.split("\n")):
+        if "noqa" not in line.lower():
+            continue
+        hash_at = _comment_start(line)
+        if hash_at is None:
+            continue
+        m = _NOQA.search(line, hash_at)
         if not m:
             continue
         codes = m.group("codes")
-        out[line] = None if not codes else frozenset(
+        out[i] = None if not codes else frozenset(
             c.upper() for c in re.split(r"[\s,]+", codes) if c)
     return out
+
+
+def _comment_start(line: str) -> int | None:
+    """Index of the `#` that starts a comment, skipping `#` inside one-line
+    strings (a `# noqa` inside a multi-line string is rare enough to accept)."""
+    quote = None
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if line.startswith(quote, i):
+                i += len(quote)
+                quote = None
+                continue
+        elif ch in "\"'":
+            quote = line[i:i + 3] if line[i:i + 3] in ('"""', "'''") else ch
+            i += len(quote)
+            continue
+        elif ch == "#":
+            return i
+        i += 1
+    return None
 
 
 def suppressed(code: str, line: int, table: dict[int, frozenset[str] | None]) -> bool:

@@ -1,0 +1,66 @@
+"""Time parse + analysis per file over jax's own Pallas TPU kernels.
+
+    python benchmarks/engine_speed.py [--repeat 5] [PATH ...]
+
+Prints one row per file (lines, median ms) and the totals. Not a test: the
+numbers depend on the machine; the closing notes record what we measured.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+from pallas_lsp.engine import analyze
+
+
+def default_paths() -> list[Path]:
+    spec = importlib.util.find_spec("jax")
+    if spec is None or spec.origin is None:
+        sys.exit("jax is not installed; pass paths explicitly")
+    return sorted((Path(spec.origin).parent / "experimental/pallas/ops/tpu").rglob("*.py"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    files = args.paths or default_paths()
+    texts = [(p, p.read_text(encoding="utf-8")) for p in files]
+    rows = []
+    for path, text in texts:
+        times = []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            analyze(text, str(path))
+            times.append((time.perf_counter() - t) * 1000)
+        rows.append((path, text.count("\n") + 1, statistics.median(times)))
+    t = time.perf_counter()
+    for path, text in texts:
+        analyze(text, str(path))
+    whole = time.perf_counter() - t
+    tracemalloc.start()
+    for path, text in texts:
+        analyze(text, str(path))
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+
+    width = max(len(p.name) for p, *_ in rows) + 28
+    print(f"{'file':<{width}} {'lines':>6} {'median ms':>10}")
+    for path, lines, ms in rows:
+        name = "/".join(path.parts[-2:])
+        print(f"{name:<{width}} {lines:>6} {ms:>10.1f}")
+    big = [ms for _, lines, ms in rows if lines >= 500]
+    print(f"\nfiles: {len(rows)}  lines: {sum(r[1] for r in rows)}")
+    print(f"median per file: {statistics.median(r[2] for r in rows):.1f} ms; "
+          f"median over files >= 500 lines: {statistics.median(big) if big else float('nan'):.1f} ms")
+    print(f"whole folder, one pass: {whole * 1000:.0f} ms; peak traced memory: {peak:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
