@@ -556,17 +556,44 @@ class Interpreter:
         return self.eval(node.value, frame)
 
     def expr_ListComp(self, node, frame: Frame) -> Value:
-        # Evaluate the element once with each generator target bound to an
-        # element of its iterable; the result is a list of unknown length.
         inner = Frame(Scope(frame.scope), frame.kernel, frame.depth, frame.loop_depth)
-        for gen in node.generators:
+        elt = node.elt if hasattr(node, "elt") else node.value
+        gens = node.generators
+        # `[f(x) for x in <known list>]`: one element per item, so the list
+        # keeps its length and each element its own value.
+        if len(gens) == 1 and not gens[0].ifs and not isinstance(node, ast.DictComp):
+            items = self.expand(self.eval(gens[0].iter, inner))
+            if items is not None:
+                out = []
+                for item in items:
+                    self.assign(gens[0].target, item, inner, None)
+                    out.append(self.eval(elt, inner))
+                return Seq(items=tuple(out))
+        # Otherwise evaluate the element once with joined items; unknown length.
+        for gen in gens:
             item = self.iter_item(self.eval(gen.iter, inner))
             self.assign(gen.target, item, inner, None)
             for cond in gen.ifs:
                 self.eval(cond, inner)
-        elt = node.elt if hasattr(node, "elt") else node.value
-        self.eval(elt, inner)
+        self.escape(self.eval(elt, inner))
         return UNKNOWN
+
+    def expand(self, it: Value, limit: int = 64) -> list[Value] | None:
+        """The items of a finite iterable the engine knows element by element."""
+        if isinstance(it, Seq) and it.keys is None and len(it.items) <= limit:
+            return list(it.items)
+        if isinstance(it, _Range) and 0 <= it.n <= limit:
+            return [Const(value=i) for i in range(it.n)]
+        if isinstance(it, _Enumerate):
+            inner = self.expand(it.seq, limit)
+            return None if inner is None else [Seq(items=(Const(value=i), v))
+                                               for i, v in enumerate(inner)]
+        if isinstance(it, _Zip):
+            parts = [self.expand(x, limit) for x in it.seqs]
+            if any(p is None for p in parts) or not parts:
+                return None
+            return [Seq(items=tuple(col)) for col in zip(*parts)]
+        return None
 
     expr_GeneratorExp = expr_ListComp
     expr_SetComp = expr_ListComp
@@ -1019,8 +1046,19 @@ def _builtin_unknown(args):
     return UNKNOWN
 
 
+@dataclass(frozen=True)
+class _Range(Value):
+    n: int = 0
+
+
+def _builtin_range(args):
+    if len(args) == 1 and isinstance(args[0].value, Const) and isinstance(args[0].value.value, int):
+        return _Range(n=args[0].value.value)
+    return UNKNOWN
+
+
 _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
-             "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_unknown,
+             "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_range,
              "isinstance": _builtin_unknown, "print": _builtin_unknown,
              "int": _builtin_unknown, "max": _builtin_unknown, "min": _builtin_unknown}
 
