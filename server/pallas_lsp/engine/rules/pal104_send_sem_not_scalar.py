@@ -3,6 +3,7 @@ from pallas_lsp.engine.rules._base import Context
 from pallas_lsp.engine.rules.pal103_dst_sem_not_scalar import shaped_sem
 
 CODE = "PAL104"
+MESSAGE = "Cannot signal on a non-()-shaped semaphore: {shape}"
 
 
 def check(ctx: Context):
