@@ -12,7 +12,9 @@ def check(ctx: Context):
         if acc.kind != "swap" or acc.value is None or not acc.value.present:
             continue
         v = acc.value.value
-        if not isinstance(v, Ref) or v.sem is not None:
+        # A view (`x.at[i]`) stored into a Ref fails differently in JAX
+        # (TransformedRefAvalError), so this rule only claims whole Refs.
+        if not isinstance(v, Ref) or v.sem is not None or v.view:
             continue
         node = acc.value.node
         text = ctx.text(node)
