@@ -39,6 +39,7 @@ class DmaCall:
     ops: list["DescOp"] = field(default_factory=list)
     escaped: bool = False  # handed to code the engine cannot follow
     in_kernel: bool = True
+    kernel_id: int = 0  # which kernel analysis created it (0: outside any kernel)
 
     @property
     def remote(self) -> bool:
@@ -77,6 +78,7 @@ class SemOp:
     sem: Arg
     decrement: Arg | None = None
     device_id: Arg | None = None
+    kernel_id: int = 0
 
 
 @dataclass
@@ -105,3 +107,5 @@ class Events:
     sem_ops: list[SemOp] = field(default_factory=list)
     accesses: list[RefAccess] = field(default_factory=list)
     scoped: list[ScopedAlloc] = field(default_factory=list)
+    # (kernel_id, root) of Refs handed to code the engine cannot follow.
+    escaped_roots: set = field(default_factory=set)

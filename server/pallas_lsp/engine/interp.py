@@ -68,6 +68,7 @@ class Frame:
     scope: Scope
     kernel: bool  # inside a kernel (names are recorded for hover)
     depth: int = 0
+    kernel_id: int = 0
     loop_depth: int = 0
     returns: list[Value] = field(default_factory=list)
 
@@ -86,6 +87,8 @@ class Interpreter:
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.kernels_done: set[int] = set()
+        self._kernel_id = 0  # kernel of the frame being executed (for events)
+        self._kernel_count = 0
 
     # ------------------------------------------------------------ driver
 
@@ -556,7 +559,8 @@ class Interpreter:
         return self.eval(node.value, frame)
 
     def expr_ListComp(self, node, frame: Frame) -> Value:
-        inner = Frame(Scope(frame.scope), frame.kernel, frame.depth, frame.loop_depth)
+        inner = Frame(Scope(frame.scope), frame.kernel, depth=frame.depth,
+                      loop_depth=frame.loop_depth, kernel_id=frame.kernel_id)
         elt = node.elt if hasattr(node, "elt") else node.value
         gens = node.generators
         # `[f(x) for x in <known list>]`: one element per item, so the list
@@ -665,6 +669,8 @@ class Interpreter:
         if isinstance(value, Descriptor):
             for i in value.call_ids:
                 self.events.dmas[i].escaped = True
+        elif isinstance(value, Ref) and value.sem is not None:
+            self.events.escaped_roots.add((self._kernel_id, value.root))
         elif isinstance(value, Seq):
             for item in value.items:
                 self.escape(item)
@@ -682,17 +688,22 @@ class Interpreter:
             return UNKNOWN
         args = list(func.bound_args) + list(args)
         kwargs = {**dict(func.bound_kwargs), **kwargs}
-        key = (id(node), in_kernel, unknown_params, _key(args), _key(sorted(kwargs.items())),
-               id(func.scope))
+        kid = frame.kernel_id
+        if kernel is True and not frame.kernel_id:
+            self._kernel_count += 1
+            kid = self._kernel_count
+        key = (id(node), in_kernel, kid, unknown_params, _key(args),
+               _key(sorted(kwargs.items())), id(func.scope))
         if key in self._memo:
             return self._memo[key]
         if key in self._active:  # recursion
             return UNKNOWN
         self._active.add(key)
         self._entered.add(id(node))
+        saved_kid, self._kernel_id = self._kernel_id, kid
         try:
             scope = Scope(func.scope if isinstance(func.scope, Scope) else self.module_scope)
-            inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1)
+            inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1, kernel_id=kid)
             self.bind_params(node, args, kwargs, inner, unknown_params, param_origin or {})
             if isinstance(node, ast.Lambda):
                 result = self.eval(node.body, inner)
@@ -701,6 +712,7 @@ class Interpreter:
                 result = join_all(inner.returns) if inner.returns else Const(value=None)
         finally:
             self._active.discard(key)
+            self._kernel_id = saved_kid
         self._memo[key] = result
         return result
 
@@ -791,7 +803,7 @@ class Interpreter:
             return Const(value=None)
         if isinstance(obj, Ref):
             if bound.name == "bitcast":
-                return as_view(obj, None, self.src.segment(node))
+                return replace(as_view(obj, None, self.src.segment(node)), dtype=None)
             if bound.name == "reshape":
                 shape = binding.shape_of([a.value for a in args]) if args else None
                 return as_view(obj, shape, self.src.segment(node))
@@ -814,7 +826,7 @@ class Interpreter:
                 self.events.sem_ops.append(SemOp(
                     api=t, node=node, sem=sem,
                     decrement=kwargs.get("decrement"),
-                    device_id=kwargs.get("device_id")))
+                    device_id=kwargs.get("device_id"), kernel_id=frame.kernel_id))
             return Array(origin=t) if t == "semaphore_read" else Const(value=None)
         if t in ("load", "store") and name.startswith(("pl.", "pltpu.")):
             ref = _pick(args, kwargs, 0, "ref")
@@ -935,7 +947,7 @@ class Interpreter:
             dst=_pick(args, kwargs, 1, "dst_ref") or absent,
             sem=(_pick(args, kwargs, 3, "recv_sem") if remote
                  else _pick(args, kwargs, 2, "sem")) or absent,
-            in_kernel=frame.kernel,
+            in_kernel=frame.kernel, kernel_id=frame.kernel_id,
         )
         if remote:
             call.send_sem = _pick(args, kwargs, 2, "send_sem") or absent
@@ -979,7 +991,9 @@ class Interpreter:
         if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:
             self.events.scoped.append(ScopedAlloc(node=a.node, space=alloc.space.value,
                                                   call=call_node))
-        return alloc.to_ref("pl.run_scoped allocation")
+        line = getattr(call_node, "lineno", 0)
+        col = getattr(a.node, "col_offset", 0)
+        return alloc.to_ref(f"pl.run_scoped allocation (line {line}, col {col})")
 
     def fori_loop(self, args: list[Arg], kwargs: dict[str, Arg], frame: Frame) -> Value:
         body = _pick(args, kwargs, 2, "body_fun")

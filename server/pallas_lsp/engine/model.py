@@ -80,6 +80,13 @@ class Ref(Value):
     dtype: str | None = None
     sem: SemKind | None = None
     view: bool = False  # produced by .at[...] / bitcast / reshape
+    # Which allocation this Ref (or view) belongs to: its first origin. Views
+    # keep it, so `sems.at[0]` and `sems.at[1]` share a root. "?" = unknown.
+    root: str = ""
+
+    def __post_init__(self):
+        if not self.root and self.origin:
+            object.__setattr__(self, "root", self.origin)
 
     def describe(self) -> str:
         if self.sem is not None:

@@ -100,7 +100,8 @@ def join(a: Value, b: Value) -> Value:
                    shape=a.shape if a.shape == b.shape else _join_shape(a.shape, b.shape),
                    dtype=a.dtype if a.dtype == b.dtype else None,
                    sem=a.sem if a.sem == b.sem else None,
-                   view=a.view or b.view)
+                   view=a.view or b.view,
+                   root=a.root if a.root == b.root else "?")
     if isinstance(a, Array) and isinstance(b, Array):
         return Array(origin=a.origin if a.origin == b.origin else "",
                      shape=a.shape if a.shape == b.shape else None,

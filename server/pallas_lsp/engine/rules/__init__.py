@@ -11,7 +11,10 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
                                      pal203_sem_op_wrong_type, pal204_direct_hbm_access,
                                      pal205_store_ref_into_ref, pal206_load_store_on_value,
-                                     pal207_non_decrementing_wait, pal208_run_scoped_hbm)
+                                     pal207_non_decrementing_wait, pal208_run_scoped_hbm,
+                                     pal301_unused_descriptor, pal302_dma_never_waited,
+                                     pal303_wait_without_start, pal304_dma_regular_sem_start,
+                                     pal305_dma_shape_mismatch)
 
 RULES = (
     pal101_dma_arg_not_ref, pal102_send_sem_not_ref, pal103_dst_sem_not_scalar,
@@ -20,6 +23,8 @@ RULES = (
     pal111_dma_add, pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
     pal203_sem_op_wrong_type, pal204_direct_hbm_access, pal205_store_ref_into_ref,
     pal206_load_store_on_value, pal207_non_decrementing_wait, pal208_run_scoped_hbm,
+    pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
+    pal304_dma_regular_sem_start, pal305_dma_shape_mismatch,
 )
 
 # Codes with a catalog entry but no static rule: JAX raises them in cases the

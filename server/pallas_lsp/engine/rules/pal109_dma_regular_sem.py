@@ -16,11 +16,11 @@ def check(ctx: Context):
             if not ops or not arg.present:
                 continue
             v = arg.value
-            if isinstance(v, Ref) and v.sem is SemKind.REGULAR:
+            if isinstance(v, Ref) and v.sem in (SemKind.REGULAR, SemKind.BARRIER):
                 text = ctx.text(arg.node)
                 yield Finding(
                     code=CODE,
-                    message=(f"{MESSAGE} `{text}` is a REGULAR semaphore ({v.origin or 'see its allocation'}); "
+                    message=(f"{MESSAGE} `{text}` is a {v.sem.value} semaphore ({v.origin or 'see its allocation'}); "
                              f"a DMA needs `pltpu.SemaphoreType.DMA`. `.start()` accepts it, "
                              f"the wait does not."),
                     span=ctx.span(arg.node),

@@ -1,0 +1,69 @@
+"""Shared facts for the start/wait protocol rules (PAL301-PAL304): which
+semaphore allocations a kernel starts DMAs on, waits on, or hands to code
+the engine cannot see. Rules use these to stay silent whenever another
+start or wait *could* pair with the one in question."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pallas_lsp.engine.events import DmaCall, Events
+from pallas_lsp.engine.model import Ref, SemKind
+
+
+def sem_root(value) -> str | None:
+    """The allocation a semaphore argument belongs to; None when unknown."""
+    if isinstance(value, Ref) and value.root and value.root != "?":
+        return value.root
+    return None
+
+
+@dataclass
+class KernelProtocol:
+    started: set = field(default_factory=set)  # roots some started DMA signals
+    waited: set = field(default_factory=set)  # roots some DMA wait consumes
+    unknown_start: bool = False  # a started DMA whose semaphore we cannot name
+    unknown_wait: bool = False
+    escaped: bool = False  # a descriptor or semaphore left our sight
+
+
+def protocols(events: Events) -> dict[int, KernelProtocol]:
+    out: dict[int, KernelProtocol] = defaultdict(KernelProtocol)
+    for call in events.dmas:
+        if not call.in_kernel:
+            continue
+        p = out[call.kernel_id]
+        if call.escaped:
+            p.escaped = True
+        sems = [call.sem.value] + ([call.send_sem.value] if call.send_sem else [])
+        roots = [sem_root(v) for v in sems]
+        if call.started and call.api != "sync_copy":
+            if roots[0] is None:
+                p.unknown_start = True
+            p.started.update(r for r in roots if r)
+        if call.waited and call.api != "sync_copy":
+            if roots[0] is None:
+                p.unknown_wait = True
+            p.waited.update(r for r in roots if r)
+    for kid, root in events.escaped_roots:
+        out[kid].escaped = True
+    for op in events.sem_ops:  # a semaphore op on a DMA semaphore: someone is counting
+        root = sem_root(op.sem.value)
+        if root:
+            out[op.kernel_id].waited.add(root)
+            out[op.kernel_id].started.add(root)
+        else:
+            out[op.kernel_id].unknown_wait = out[op.kernel_id].unknown_start = True
+    return out
+
+
+def by_node(calls: list[DmaCall]) -> dict[int, list[DmaCall]]:
+    """All the times one source line built a descriptor (loops, call sites)."""
+    groups: dict[int, list[DmaCall]] = defaultdict(list)
+    for c in calls:
+        groups[id(c.node)].append(c)
+    return groups
+
+
+def dma_sem(value) -> bool:
+    return isinstance(value, Ref) and value.sem is SemKind.DMA

@@ -1,0 +1,106 @@
+"""PAL301-PAL305 on small kernels, including the double-buffering and
+conditional patterns that must stay silent."""
+import pytest
+
+from conftest import codes
+
+CALL = """
+pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+               in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+               out_specs=pl.BlockSpec(memory_space=pl.ANY),
+               scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                               pltpu.SemaphoreType.DMA((2,)), pltpu.SemaphoreType.REGULAR])
+"""
+
+BUGGY = {
+    "PAL301": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    c = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], sems.at[0])
+    pltpu.sync_copy(buf.at[0], o_hbm.at[pl.ds(0, 8)])
+""",
+    "PAL302": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], sems.at[0]).start()
+    pltpu.sync_copy(buf.at[0], o_hbm.at[pl.ds(0, 8)])
+""",
+    "PAL303": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], sems.at[0]).wait()
+    pltpu.sync_copy(buf.at[0], o_hbm.at[pl.ds(0, 8)])
+""",
+    "PAL304": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], flag).start()
+    # The rebuilt wait is where JAX raises (PAL109); the start is PAL304.
+    pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], flag).wait()
+""",
+    "PAL305": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    c = pltpu.make_async_copy(buf, o_hbm.at[pl.ds(0, 8)], sems.at[0])
+    c.start()
+    c.wait()
+""",
+}
+
+
+@pytest.mark.parametrize("code", sorted(BUGGY))
+def test_buggy(code):
+    expected = [code, "PAL109"] if code == "PAL304" else [code]
+    assert codes(BUGGY[code] + CALL) == expected
+
+
+NEGATIVE = {
+    "double buffer across fori_loop iterations": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    def fetch(i, slot):
+        return pltpu.make_async_copy(x_hbm.at[pl.ds(i * 8, 8)], buf.at[slot], sems.at[slot])
+    fetch(0, 0).start()
+    def body(i, carry):
+        slot = i % 2
+        @pl.when(i + 1 < 4)
+        def _():
+            fetch(i + 1, 1 - slot).start()
+        fetch(i, slot).wait()
+        pltpu.sync_copy(buf.at[slot], o_hbm.at[pl.ds(i * 8, 8)])
+        return carry
+    jax.lax.fori_loop(0, 4, body, 0)
+""",
+    "start and wait under the same pl.when": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    i = pl.program_id(0)
+    @pl.when(i == 0)
+    def _():
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], sems.at[0]).start()
+    @pl.when(i == 0)
+    def _():
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], sems.at[0]).wait()
+""",
+    "descriptors through a list and loops": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    copies = [pltpu.make_async_copy(x_hbm.at[pl.ds(8 * k, 8)], buf.at[k], sems.at[k])
+              for k in range(2)]
+    for c in copies:
+        c.start()
+    for c in copies:
+        c.wait()
+""",
+    "descriptor handed to unknown code": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    c = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[0], sems.at[0])
+    some_library.schedule(c)
+""",
+    "optional descriptor carried across a Python loop": """
+def kernel(x_hbm, o_hbm, buf, sems, flag):
+    dma = None
+    for i in range(4):
+        if dma:
+            dma.wait()
+        dma = pltpu.async_copy(x_hbm.at[pl.ds(8 * i, 8)], buf.at[i % 2], sems.at[i % 2])
+    dma.wait()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEGATIVE))
+def test_negative_patterns_are_silent(name):
+    assert codes(NEGATIVE[name] + CALL) == []
