@@ -16,6 +16,7 @@ from jax.experimental.pallas import tpu as pltpu
 def kernel(x_hbm, o_hbm, sems):
     pltpu.make_async_copy(x_hbm, o_hbm, sems).start()
     pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).start(priority=-1)
+    pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).wait()
 
 
 pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),

@@ -9,6 +9,7 @@ from pathlib import Path
 from pallas_lsp.config import ProjectConfig, load_project_config
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.model import Finding
+from pallas_lsp.resolve import ImportResolver
 
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox",
               ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs"}
@@ -54,6 +55,7 @@ def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool
                 ) -> tuple[list[tuple[Path, Finding]], list[Problem]]:
     files, problems = discover(paths)
     results: list[tuple[Path, Finding]] = []
+    resolver = ImportResolver(_project_root(paths))
     configs: dict[Path, ProjectConfig] = {}
     for path in files:
         cfg = ProjectConfig()
@@ -69,7 +71,7 @@ def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool
         if problem is not None:
             problems.append(problem)
             continue
-        analysis = analyze(text, str(path))
+        analysis = analyze(text, str(path), resolver=resolver)
         if analysis.syntax_error:
             line = int(analysis.syntax_error.split(":")[0].split()[-1]) \
                 if analysis.syntax_error.startswith("line ") else 1
@@ -78,3 +80,13 @@ def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool
         for f in cfg.filter(analysis.findings):
             results.append((path, f))
     return results, problems
+
+
+def _project_root(paths: list[Path]) -> Path:
+    """The folder imports are resolved from: the nearest pyproject.toml's
+    folder above the first path, else the current directory."""
+    from pallas_lsp.config import find_pyproject
+
+    first = paths[0] if paths else Path.cwd()
+    found = find_pyproject(first if first.is_dir() else first.parent) if first.exists() else None
+    return found.parent if found else Path.cwd()

@@ -5,7 +5,9 @@ from conftest import codes
 
 BODY = """
 def kernel(x_ref, o_hbm, buf, sem):
-    {call}.start()
+    copy = {call}
+    copy.start()
+    copy.wait()
 
 pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],

@@ -6,6 +6,7 @@ from pallas_lsp.engine import analyze
 KERNEL = '''
 def kernel{n}(x_hbm, o_hbm, sems):
     pltpu.make_async_copy(x_hbm, o_hbm, sems).start()
+    pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).wait()
 
 pl.pallas_call(kernel{n}, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
@@ -31,7 +32,7 @@ def test_syntax_error_keeps_other_functions():
 
 def test_half_typed_line_inside_kernel():
     src = HEADER + KERNEL.format(n=1).replace(
-        "    pltpu.make_async_copy", "    x = pltpu.make_async_copy(x_hbm,\n    pltpu.make_async_copy")
+        "    pltpu.make_async_copy", "    x = pltpu.make_async_copy(x_hbm,\n    pltpu.make_async_copy", 1)
     a = analyze(src)
     assert a.syntax_error is not None
     assert "PAL103" in [f.code for f in a.findings]

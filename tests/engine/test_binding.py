@@ -109,6 +109,7 @@ def test_pallas_call_used_as_decorator_through_partial():
         )
         def kernel(x_hbm, o_hbm, sems):
             pltpu.make_async_copy(x_hbm, o_hbm, sems).start()
+            pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).wait()
     """) == ["PAL103"]
 
 
@@ -147,12 +148,14 @@ def test_fori_loop_and_when_bodies_are_walked():
         def kernel(x_hbm, o_hbm, buf, sems):
             def body(i, carry):
                 pltpu.make_async_copy(x_hbm, buf, sems).start()
+                pltpu.make_async_copy(x_hbm, buf, sems.at[0]).wait()
                 return carry
             jax.lax.fori_loop(0, 4, body, 0)
 
             @pl.when(pl.program_id(0) == 0)
             def _():
                 pltpu.make_async_copy(buf, o_hbm, sems[1]).start()
+                pltpu.make_async_copy(buf, o_hbm, sems.at[1]).wait()
 
         pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
@@ -179,8 +182,9 @@ def test_list_of_refs_and_loops_over_them():
 def test_at_views_narrow_semaphore_shapes():
     assert codes("""
         def kernel(x_hbm, o_hbm, sems):
-            pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).start()      # fine: shape (4,)->? no
+            pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).start()      # PAL103: shape (4,)
             pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0, 1]).start()   # fine: ()
+            pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0, 1]).wait()
 
         pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],

@@ -3,6 +3,7 @@ from conftest import codes
 KERNEL = """
 def kernel(x_hbm, o_hbm, sems):
     pltpu.make_async_copy(x_hbm, o_hbm, sems).start()  {comment}
+    pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0]).wait()
 
 pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                in_specs=[pl.BlockSpec(memory_space=pl.ANY)],

@@ -12,15 +12,18 @@ from pallas_lsp.engine.source import parse
 MAX_BYTES = 5_000_000
 
 
-def analyze(source: str, path: str | None = None) -> Analysis:
+def analyze(source: str, path: str | None = None, *, resolver=None) -> Analysis:
     """Infer what every name in every kernel is and run all rules.
 
     Never raises on bad input: a syntax error blanks the broken region and
-    the rest is analysed; `Analysis.syntax_error` says what happened."""
+    the rest is analysed; `Analysis.syntax_error` says what happened.
+
+    `resolver` (imports.Resolver) lets the engine follow helpers and kernels
+    imported from other files; without it, they are Unknown."""
     if len(source) > MAX_BYTES:
         return Analysis(path=path, syntax_error=f"file too large to analyse ({len(source)} bytes)")
     src = parse(source)
-    interp = Interpreter(src, path)
+    interp = Interpreter(src, path, resolver=resolver)
     interp.run()
     ctx = Context(src=src, events=interp.events)
     table = noqa.noqa_lines(src.text)

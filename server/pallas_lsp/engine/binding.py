@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
 from pallas_lsp.engine.events import Arg
+from pallas_lsp.engine.imports import Imported
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, GridSpec, ShapeDtype, SliceVal, Spec)
 
@@ -283,6 +284,8 @@ class PallasCallable(Value):
     out_shape: Value = UNKNOWN
     scratch: Value = UNKNOWN
     node_id: int = 0
+    node: object = None  # the pallas_call node (diagnostics for imported kernels go here)
+    kernel_arg: object = None  # the node of the kernel argument
 
     def describe(self) -> str:
         return "pallas_call"
@@ -300,7 +303,8 @@ def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                             has_in_specs=g.has_in_specs, out_specs=g.out_specs,
                             has_out_specs=g.has_out_specs,
                             out_shape=out_shape.value if out_shape else UNKNOWN,
-                            scratch=g.scratch_shapes, node_id=id(node))
+                            scratch=g.scratch_shapes, node_id=id(node), node=node,
+                            kernel_arg=kernel.node if kernel else None)
     elif gs is not None:
         pc = PallasCallable(kernel=kernel.value if kernel else UNKNOWN, num_prefetch=None,
                             node_id=id(node))
@@ -311,7 +315,8 @@ def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                             out_specs=outs.value if outs else UNKNOWN,
                             has_out_specs=outs is not None,
                             out_shape=out_shape.value if out_shape else UNKNOWN,
-                            scratch=scr.value if scr else Seq(), node_id=id(node))
+                            scratch=scr.value if scr else Seq(), node_id=id(node), node=node,
+                            kernel_arg=kernel.node if kernel else None)
     if pc.has_in_specs:
         run_kernel(interp, pc, None, frame)
     else:
@@ -395,7 +400,7 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         return
     interp.kernels_done.add(pc.node_id)
     kernel = pc.kernel
-    if not isinstance(kernel, Func):
+    if not isinstance(kernel, (Func, Imported)):
         return
     n_pref = pc.num_prefetch
     prefetch = [Ref(origin=f"scalar prefetch operand #{i}", space=Space.SMEM)
@@ -434,11 +439,23 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         scratch_pos = [_scratch_value(item, f"scratch_shapes[{i}]") for i, item in enumerate(sv.items)]
     else:
         scratch_pos = None
+    from pallas_lsp.engine.interp import STAR_UNKNOWN
+    if isinstance(kernel, Imported):
+        # A kernel from another file: check its summary against what this
+        # pallas_call binds, reporting on the kernel argument.
+        if None in (prefetch, inputs, outputs, scratch_pos):
+            return
+        where = pc.kernel_arg if pc.kernel_arg is not None else pc.node
+        bound = [Arg(where, v) for v in prefetch + inputs + outputs + scratch_pos]
+        kw = {k: Arg(where, v) for k, v in scratch_kw.items()}
+        interp.kernels.append(kernel.name)
+        interp.call_imported(kernel, bound, kw, pc.node,
+                             _kernel_frame(interp, frame))
+        return
     positional = _positional_params(kernel)
     if positional is None:
         return
     params, has_vararg = positional
-    from pallas_lsp.engine.interp import STAR_UNKNOWN
     args: list[Value] | None = None
     if None not in (prefetch, inputs, outputs):
         front = prefetch + inputs + outputs
@@ -464,6 +481,12 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         if isinstance(v, Value) and v.origin:
             origins[p] = v.origin
     interp.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins)
+
+
+def _kernel_frame(interp: Interpreter, frame: Frame) -> Frame:
+    from pallas_lsp.engine.interp import Frame as _Frame
+    interp._kernel_count += 1
+    return _Frame(frame.scope, kernel=True, depth=frame.depth, kernel_id=interp._kernel_count)
 
 
 def _output_ref(spec: Value, shape: Value | None, origin: str) -> Value:

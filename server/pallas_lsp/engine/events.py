@@ -40,6 +40,9 @@ class DmaCall:
     escaped: bool = False  # handed to code the engine cannot follow
     in_kernel: bool = True
     kernel_id: int = 0  # which kernel analysis created it (0: outside any kernel)
+    # Set for a DMA inside an imported helper, reported at the call site:
+    # (path, 0-based line, helper name) of the copy in the other file.
+    external: tuple | None = None
 
     @property
     def remote(self) -> bool:
@@ -64,7 +67,7 @@ class DescOp:
 
     op: str
     node: ast.Call
-    attr_node: ast.Attribute
+    attr_node: ast.Attribute | None
     priority: Arg | None = None
     add: Arg | None = None
 

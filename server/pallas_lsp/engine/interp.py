@@ -14,7 +14,8 @@ import ast
 import sys
 from dataclasses import dataclass, field, replace
 
-from pallas_lsp.engine import api, binding
+from pallas_lsp.engine import api, binding, imports
+from pallas_lsp.engine.imports import Imported
 from pallas_lsp.engine.events import Arg, DescOp, DmaCall, Events, RefAccess, ScopedAlloc, SemOp
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
@@ -25,6 +26,11 @@ from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, GridSpec, 
 MAX_DEPTH = 12  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
 MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
+MAX_IMPORT_DEPTH = 2  # helper imported by a helper imported by the file, and no further
+# Imports from these never lead to user helpers worth summarising.
+_LIBRARY_ROOTS = {"jax", "jaxlib", "numpy", "np", "functools", "math", "typing", "dataclasses",
+                  "collections", "itertools", "os", "sys", "enum", "abc", "re", "logging",
+                  "contextlib", "operator", "absl", "flax", "optax", "torch", "scipy"}
 
 
 class Budget(Exception):
@@ -74,9 +80,12 @@ class Frame:
 
 
 class Interpreter:
-    def __init__(self, src: Source, path: str | None = None):
+    def __init__(self, src: Source, path: str | None = None, *, resolver=None,
+                 import_depth: int = 0):
         self.src = src
         self.path = path
+        self.resolver = resolver if import_depth <= MAX_IMPORT_DEPTH else None
+        self.import_depth = import_depth
         self.events = Events()
         self.names: dict[tuple, NameInfo] = {}
         self.kernels: list[str] = []
@@ -159,6 +168,13 @@ class Interpreter:
                 frame.scope.vars[top] = Api(name=api.canonical(top))
 
     def stmt_ImportFrom(self, node: ast.ImportFrom, frame: Frame) -> None:
+        root = (node.module or "").split(".")[0]
+        if self.resolver is not None and (node.level or root not in _LIBRARY_ROOTS):
+            for alias in node.names:
+                if alias.name != "*":
+                    frame.scope.vars[alias.asname or alias.name] = Imported(
+                        module=node.module or "", name=alias.name, level=node.level)
+            return
         if node.level or not node.module:
             for alias in node.names:
                 frame.scope.vars[alias.asname or alias.name] = UNKNOWN
@@ -653,6 +669,8 @@ class Interpreter:
             return self.call_method(func, args, kwargs, node, frame)
         if isinstance(func, binding.PallasCallable):
             return self.invoke_pallas_callable(func, args, frame)
+        if isinstance(func, Imported):
+            return self.call_imported(func, args, kwargs, node, frame)
         if isinstance(func, binding.Decorator) and args:
             return func.apply(self, args[0].value, node, frame)
         name = node.func.id if isinstance(node.func, ast.Name) else None
@@ -662,6 +680,57 @@ class Interpreter:
             return _BUILTINS[name](args)
         for a in list(args) + list(kwargs.values()):
             self.escape(a.value)
+        return UNKNOWN
+
+    def call_imported(self, func: Imported, args: list[Arg], kwargs: dict[str, Arg],
+                      node: ast.AST, frame: Frame) -> Value:
+        """Check the arguments of a call to a function from another file
+        against that function's summary (imports.py)."""
+        for a in list(args) + list(kwargs.values()):
+            self.escape(a.value)
+        if self.resolver is None or not frame.kernel:
+            return UNKNOWN
+        try:
+            where = self.resolver.locate(self.path, func.module, func.name, func.level)
+            text = self.resolver.source(where[0]) if where else None
+        except Exception:  # resolution is best effort; never break analysis
+            return UNKNOWN
+        if not where or text is None:
+            return UNKNOWN
+        summary = imports.summarize(where[0], text, where[1], self.resolver, self.import_depth)
+        if summary is None:
+            return UNKNOWN
+        by_index: dict[int, Arg] = {}
+        for i, a in enumerate(args):
+            if a.value is _STAR_UNKNOWN:
+                break
+            by_index[i] = a
+        names = list(summary.params) + list(summary.kwonly)
+        for k, a in kwargs.items():
+            if k in names:
+                by_index[names.index(k)] = a
+        absent = Arg(None, UNKNOWN)
+        helper = f"{func.name}" if func.name == where[1] else f"{func.name} ({where[1]})"
+        for use in summary.dmas:
+            pick = lambda role: by_index.get(use.roles[role], absent) if role in use.roles else absent  # noqa: E731
+            call = DmaCall(id=len(self.events.dmas), api=use.api, node=node, src=pick("src"),
+                           dst=pick("dst"), sem=pick("sem"), in_kernel=frame.kernel,
+                           kernel_id=frame.kernel_id, external=(where[0], use.line, helper),
+                           escaped=True)
+            if call.remote:
+                call.send_sem, call.device_id = pick("send_sem"), absent
+            if use.started and not call.implicit_start:
+                call.ops.append(DescOp(op="start", node=node, attr_node=None))
+            call.ops.extend(DescOp(op=w, node=node, attr_node=None) for w in use.waits)
+            self.events.dmas.append(call)
+        for use in summary.sem_ops:
+            if use.param in by_index:
+                self.events.sem_ops.append(SemOp(api=use.api, node=node, sem=by_index[use.param],
+                                                 kernel_id=frame.kernel_id))
+        for use in summary.accesses:
+            a = by_index.get(use.param)
+            if a is not None and a.node is not None:
+                self.events.accesses.append(RefAccess(kind=use.kind, node=a.node, ref=a))
         return UNKNOWN
 
     def escape(self, value: Value) -> None:

@@ -237,6 +237,7 @@ class Fix:
 class Related:
     span: Span
     message: str
+    path: str | None = None  # another file (an imported helper); None: this file
 
 
 @dataclass(frozen=True)

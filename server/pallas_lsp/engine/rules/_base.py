@@ -41,6 +41,10 @@ def wait_ops(call: DmaCall, kinds=("wait", "wait_recv", "wait_send")):
 
 def raise_sites(ctx: Context, call: DmaCall, ops, what: str) -> tuple[Related, ...]:
     """Related information: where JAX raises (the .start()/.wait() line)."""
+    if call.external is not None:
+        path, line, helper = call.external
+        return (Related(Span(line, 0, line, 0), f"`{helper}` uses this argument in a DMA here",
+                        path=path),)
     if call.implicit_start and what == "start":
         return ()
     seen, out = set(), []
