@@ -191,3 +191,69 @@ def test_at_views_narrow_semaphore_shapes():
                        out_specs=pl.BlockSpec(memory_space=pl.ANY),
                        scratch_shapes=[pltpu.SemaphoreType.DMA((2, 4))])
     """) == ["PAL103"]
+
+
+def test_pl_kernel_decorator_binds_outputs_and_scratch_from_the_end():
+    a, _ = run("""
+        mesh = pltpu.create_tensorcore_mesh("core")
+
+        @functools.partial(pl.kernel, out_type=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           mesh=mesh,
+                           scratch_types=[pltpu.VMEM((8, 128), jnp.float32),
+                                          pltpu.SemaphoreType.DMA((2,))])
+        def body(x_ref, o_ref, buf, sems):
+            c = pltpu.make_async_copy(x_ref, buf, sems)
+            c.start()
+            pltpu.make_async_copy(x_ref, buf, sems.at[0]).wait()
+    """)
+    k = _kinds(a)
+    assert k["o_ref"] == "Ref · f32[8, 128]"
+    assert k["sems"] == "DMA semaphore · shape (2,)"
+    assert [f.code for f in a.findings] == ["PAL103"]
+
+
+def test_core_map_scratch_shapes_are_the_body_parameters():
+    a, _ = run("""
+        def run(x_hbm_ref):
+            @pl.core_map(pltpu.create_tensorcore_mesh("core"),
+                         scratch_shapes=dict(sem=pltpu.SemaphoreType.REGULAR((2,))))
+            def _(*, sem):
+                pl.semaphore_signal(sem, 1)
+    """)
+    assert [f.code for f in a.findings] == ["PAL202"]
+    assert _kinds(a)["sem"] == "regular semaphore · shape (2,)"
+
+
+def test_emit_pipeline_body_gets_vmem_blocks():
+    a, _ = run("""
+        def kernel(x_hbm, o_hbm):
+            def inner(x_blk, o_blk):
+                o_blk[...] = x_blk
+            pltpu.emit_pipeline(inner, grid=(4,),
+                                in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                                out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY))
+    """)
+    assert _kinds(a)["x_blk"] == "Ref · VMEM · ?[8, 128]"
+    assert [f.code for f in a.findings] == ["PAL205"]
+
+
+def test_scalar_prefetch_value_used_as_index_is_fine():
+    assert codes("""
+        def kernel(idx_ref, x_hbm, o_hbm, buf, sem):
+            c = pltpu.make_async_copy(x_hbm.at[idx_ref[0]], buf, sem)
+            c.start()
+            c.wait()
+            o_hbm[...] = buf[...]
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       grid_spec=pltpu.PrefetchScalarGridSpec(
+                           num_scalar_prefetch=1, grid=(1,),
+                           in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                           out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                           scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                           pltpu.SemaphoreType.DMA]))
+    """) == []
