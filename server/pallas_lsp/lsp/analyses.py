@@ -1,0 +1,106 @@
+"""Runs the engine off the event loop and caches one result per document.
+
+`get(snapshot)` returns the Analysis of exactly that text: a cached one when
+the version and text match, otherwise it is computed on the analysis worker
+thread (concurrent callers for the same version share one computation).
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import time
+from typing import Callable
+
+from pallas_lsp.engine import analyze as engine_analyze
+from pallas_lsp.engine.model import Analysis
+from pallas_lsp.lsp.documents import Snapshot
+from pallas_lsp.lsp.worker import Worker
+
+log = logging.getLogger(__name__)
+
+Analyzer = Callable[[str, "str | None"], Analysis]
+
+# Developer hooks (documented in docs/configuration.md, "Environment variables"):
+# PALLAS_LSP_ANALYZER=module:function replaces the engine (tests, benchmarks of
+# the LSP layer alone); PALLAS_LSP_TEST_ANALYSIS_DELAY_MS slows every analysis.
+ANALYZER_ENV = "PALLAS_LSP_ANALYZER"
+DELAY_ENV = "PALLAS_LSP_TEST_ANALYSIS_DELAY_MS"
+
+
+def analyzer_from_env() -> Analyzer:
+    spec = os.environ.get(ANALYZER_ENV)
+    if not spec:
+        return engine_analyze
+    module, _, name = spec.partition(":")
+    fn = getattr(importlib.import_module(module), name or "analyze")
+    log.warning("using the analyzer %s instead of the engine", spec)
+    return fn
+
+
+class AnalysisService:
+    def __init__(self, analyzer: Analyzer | None = None):
+        self.analyzer = analyzer or analyzer_from_env()
+        self.resolver = None  # engine.imports.Resolver for helpers in other files
+        self._worker = Worker("pallas-analysis")
+        self._cache: dict[str, tuple[int | None, str, Analysis]] = {}
+        self._inflight: dict[tuple[str, int | None], tuple[str, asyncio.Future]] = {}
+        try:
+            self._delay = float(os.environ.get(DELAY_ENV, "0")) / 1000.0
+        except ValueError:
+            self._delay = 0.0
+        self.runs = 0  # number of analyses computed (for tests and benchmarks)
+
+    def _run(self, text: str, path: str | None) -> Analysis:
+        if self._delay:
+            time.sleep(self._delay)
+        self.runs += 1
+        try:
+            if self.analyzer is engine_analyze and self.resolver is not None:
+                return self.analyzer(text, path, resolver=self.resolver)
+            return self.analyzer(text, path)
+        except Exception:  # the engine promises not to raise; never trust it
+            log.exception("analysis of %s failed", path)
+            return Analysis(path=path)
+
+    def invalidate(self) -> None:
+        """Forget cached results (an import was resolved: results may change)."""
+        self._cache.clear()
+
+    def cached(self, snap: Snapshot) -> Analysis | None:
+        hit = self._cache.get(snap.uri)
+        if hit is not None and hit[0] == snap.version and hit[1] == snap.text:
+            return hit[2]
+        return None
+
+    async def get(self, snap: Snapshot) -> Analysis:
+        hit = self.cached(snap)
+        if hit is not None:
+            return hit
+        key = (snap.uri, snap.version)
+        running = self._inflight.get(key)
+        if running is None or running[0] != snap.text:
+            fut = asyncio.wrap_future(self._worker.submit(self._run, snap.text, snap.path))
+            running = (snap.text, fut)
+            self._inflight[key] = running
+            fut.add_done_callback(lambda f, key=key, snap=snap: self._finished(key, snap, f))
+        # shield: one cancelled caller must not cancel the others' result
+        return await asyncio.shield(running[1])
+
+    def _finished(self, key, snap: Snapshot, fut: asyncio.Future) -> None:
+        if self._inflight.get(key, (None, None))[1] is fut:
+            del self._inflight[key]
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        old = self._cache.get(snap.uri)
+        # keep the newest version only (a late result for an older one is dropped)
+        if old is None or old[0] is None or snap.version is None or snap.version >= old[0]:
+            self._cache[snap.uri] = (snap.version, snap.text, fut.result())
+
+    def background(self, fn) -> None:
+        """Run `fn` on the analysis thread, between analyses (cache warming)."""
+        self._worker.submit(fn)
+
+    def forget(self, uri: str) -> None:
+        self._cache.pop(uri, None)

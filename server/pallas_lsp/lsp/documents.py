@@ -1,0 +1,114 @@
+"""Open documents, kept identical to the client's copy.
+
+pygls' own TextDocument splits lines with `str.splitlines`, which also breaks
+on "\\x0c", "\\x1c", "\\u2028" and friends; LSP does not, so an edit after such
+a character would land in the wrong place. This store applies changes by
+absolute offset on a line table that splits on "\\n", "\\r\\n" and "\\r" only.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from lsprotocol import types
+
+from pallas_lsp.lsp.positions import LineIndex
+
+try:  # pygls knows how to turn file URIs into paths on every platform
+    from pygls.uris import to_fs_path
+except ImportError:  # pragma: no cover
+    def to_fs_path(uri: str) -> str | None:  # type: ignore[misc]
+        return uri[7:] if uri.startswith("file://") else None
+
+
+@dataclass
+class Document:
+    uri: str
+    text: str
+    version: int | None
+    language_id: str = "python"
+    _index: LineIndex | None = field(default=None, repr=False)
+
+    @property
+    def path(self) -> str | None:
+        try:
+            return to_fs_path(self.uri)
+        except Exception:
+            return None
+
+    @property
+    def index(self) -> LineIndex:
+        if self._index is None or self._index.text is not self.text:
+            self._index = LineIndex(self.text)
+        return self._index
+
+    def apply(self, change: types.TextDocumentContentChangeEvent, encoding: str) -> None:
+        rng = getattr(change, "range", None)
+        if rng is None:  # full-text change
+            self.text = change.text
+            self._index = None
+            return
+        index = self.index
+        start = index.offset_from_client(rng.start.line, rng.start.character, encoding)
+        end = index.offset_from_client(rng.end.line, rng.end.character, encoding)
+        if end < start:
+            start, end = end, start
+        self.text = self.text[:start] + change.text + self.text[end:]
+        self._index = None
+
+    def snapshot(self) -> "Snapshot":
+        return Snapshot(self.uri, self.version, self.text, self.path, self.index)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An immutable view of a document at one version (what analysis uses)."""
+
+    uri: str
+    version: int | None
+    text: str
+    path: str | None
+    index: LineIndex = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.index is None or self.index.text is not self.text:
+            object.__setattr__(self, "index", LineIndex(self.text))
+
+
+class DocumentStore:
+    def __init__(self) -> None:
+        self._docs: dict[str, Document] = {}
+        self._lock = threading.Lock()
+
+    def open(self, item: types.TextDocumentItem) -> Document:
+        doc = Document(item.uri, item.text, item.version, item.language_id)
+        with self._lock:
+            self._docs[item.uri] = doc
+        return doc
+
+    def change(self, params: types.DidChangeTextDocumentParams, encoding: str) -> Document | None:
+        with self._lock:
+            doc = self._docs.get(params.text_document.uri)
+            if doc is None:
+                return None
+            for change in params.content_changes:
+                doc.apply(change, encoding)
+            doc.version = params.text_document.version
+            return doc
+
+    def close(self, uri: str) -> Document | None:
+        with self._lock:
+            return self._docs.pop(uri, None)
+
+    def get(self, uri: str) -> Document | None:
+        return self._docs.get(uri)
+
+    def uris(self) -> list[str]:
+        return list(self._docs)
+
+    def text_for_path(self, path: str) -> str | None:
+        """The editor's text of an open file (for imported helpers)."""
+        for doc in list(self._docs.values()):
+            if doc.path == path:
+                return doc.text
+        return None

@@ -1,0 +1,81 @@
+"""`# noqa` comments: add or extend one for a code, and find the code under
+the cursor in one. Works on one line of text; columns are code points."""
+from __future__ import annotations
+
+import re
+
+from pallas_lsp.engine.model import Edit, Span
+
+# flake8's syntax: "# noqa" (everything) or "# noqa: A1, B2" / "# noqa:A1 B2"
+NOQA = re.compile(
+    r"#\s*noqa(?P<sep>:\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?",
+    re.IGNORECASE,
+)
+CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
+
+
+def comment_start(line: str) -> int | None:
+    """Index of the '#' that starts a comment on this line, ignoring '#'
+    inside string literals that open and close on the line."""
+    quote: str | None = None
+    i = 0
+    n = len(line)
+    while i < n:
+        ch = line[i]
+        if quote is None:
+            if ch == "#":
+                return i
+            if ch in "'\"":
+                quote = line[i:i + 3] if line[i:i + 3] in ("'''", '"""') else ch
+                i += len(quote)
+                continue
+        else:
+            if ch == "\\":
+                i += 2
+                continue
+            if line.startswith(quote, i):
+                i += len(quote)
+                quote = None
+                continue
+        i += 1
+    return None
+
+
+def find_noqa(line: str):
+    """The noqa match in the line's comment, or None."""
+    start = comment_start(line)
+    if start is None:
+        return None
+    return NOQA.search(line, start)
+
+
+def noqa_edit(line: str, line_no: int, code: str) -> Edit | None:
+    """The edit that makes `# noqa` on this line cover `code`, or None when
+    it already does (or the line cannot take a comment)."""
+    stripped = line.rstrip()
+    if stripped.endswith("\\"):
+        return None  # a comment after a line continuation is a syntax error
+    m = find_noqa(line)
+    if m is not None:
+        codes = m.group("codes")
+        if codes is None:
+            return None  # a bare "# noqa" already silences everything
+        if code.upper() in (c.upper() for c in CODE.findall(codes)):
+            return None
+        at = m.end("codes")
+        return Edit(Span(line_no, at, line_no, at), f", {code}")
+    at = len(stripped)
+    pad = "  " if stripped else ""
+    return Edit(Span(line_no, at, line_no, at), f"{pad}# noqa: {code}")
+
+
+def code_at(line: str, col: int) -> str | None:
+    """The rule code under `col` inside this line's noqa comment."""
+    m = find_noqa(line)
+    if m is None or m.group("codes") is None:
+        return None
+    base = m.start("codes")
+    for c in CODE.finditer(m.group("codes")):
+        if base + c.start() <= col <= base + c.end():
+            return c.group(0).upper()
+    return None

@@ -1,0 +1,595 @@
+"""The language server: the pygls instance and the features it registers.
+
+Thin on purpose: each handler gets a document snapshot, awaits the engine's
+Analysis for exactly that text, and hands both to a converter module
+(convert, hover, inlay, noqa_edit). Nothing here knows about Pallas.
+
+Start it with `run()` (stdio) or `run(tcp="127.0.0.1:2087")`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import uuid
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import JsonRPCNotification
+
+from pallas_lsp import __version__
+from pallas_lsp.engine.model import Analysis, Api, Unknown
+from pallas_lsp.lsp import convert, hover as hover_mod, inlay, noqa_edit, settings as settings_mod
+from pallas_lsp.lsp.analyses import AnalysisService
+from pallas_lsp.lsp.client_features import ClientFeatures
+from pallas_lsp.lsp.debounce import Debouncer
+from pallas_lsp.lsp.documents import DocumentStore, Snapshot
+from pallas_lsp.lsp.imports import BackgroundResolver
+from pallas_lsp.lsp.jedi_docs import JediDocs
+from pallas_lsp.lsp.selection import ProjectConfigs, Selected, select
+from pallas_lsp.lsp.settings import SECTION, Settings
+
+log = logging.getLogger("pallas_lsp.lsp")
+
+DOCUMENT_STATE = "pallas-lsp/documentState"  # test hook: the server's copy of a document
+_IGNORED = "$/pallas-lsp/ignoredMessage"
+
+
+# ---------------------------------------------------------------- protocol
+
+
+class PallasProtocol(LanguageServerProtocol):
+    """pygls' protocol with three changes: our own document store (LSP line
+    semantics), the position encoding we choose (UTF-8 when offered), and an
+    error response instead of silence for a request whose params do not
+    parse."""
+
+    _server: "PallasLanguageServer"
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except (JsonRpcInvalidParams, JsonRpcInternalError) as exc:
+            if isinstance(data, dict) and "id" in data:
+                error = types.ResponseError(code=types.ErrorCodes.InvalidParams,
+                                            message=f"invalid message: {exc}")
+                if "method" in data:  # a request: answer it
+                    self._send_response(data["id"], error=error)
+                else:  # a malformed response: fail the waiting request
+                    self._handle_response(data["id"], None, error)
+            return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        feats = ClientFeatures.from_capabilities(params.capabilities)
+        self._server.feats = feats
+        result = yield from super().lsp_initialize(params)
+        caps = result.capabilities
+        caps.position_encoding = feats.encoding
+        if not feats.pull_diagnostics:
+            caps.diagnostic_provider = None  # push only: do not invite pulls
+        return result
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        self._server.documents.open(params.text_document)
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        self._server.documents.change(params, self._server.feats.encoding)
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+        self._server.documents.close(params.text_document.uri)
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
+
+# ---------------------------------------------------------------- server
+
+
+class PallasLanguageServer(LanguageServer):
+    def __init__(self, analyzer=None) -> None:
+        super().__init__("pallas-lsp", __version__, protocol_cls=PallasProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.feats = ClientFeatures()
+        self.documents = DocumentStore()
+        self.analyses = AnalysisService(analyzer)
+        self.debouncer = Debouncer()
+        self.imports = BackgroundResolver(self._imports_resolved, self.documents.text_for_path)
+        self.analyses.resolver = self.imports
+        self.jedi = JediDocs()
+        self.projects = ProjectConfigs(on_error=self.warn)
+        self.settings: Settings = settings_mod.DEFAULT
+        self.settings_generation = 0
+        self.init_options: Any = None
+        self._shown_warnings: set[str] = set()
+        self._pending_warnings: list[str] = []
+        self.initialized = False
+
+    # ------------------------------------------------------------ errors
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """Log, and tell the client's log: never a popup per failure."""
+        log.error("%s: %s", getattr(source, "__name__", source), error)
+        try:
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Error, message=f"pallas-lsp: {error}"))
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------ settings
+
+    def root_path(self) -> str | None:
+        try:
+            return self.workspace.root_path
+        except Exception:
+            return None
+
+    def apply_settings(self, *layers: Any) -> None:
+        new, warnings = settings_mod.parse(self.init_options, *layers)
+        for w in warnings:
+            self.warn(w)
+        old, self.settings = self.settings, new
+        self.jedi.configure(new.python_interpreter, self.root_path())
+        self.imports.configure(self.root_path(), new.python_interpreter)
+        if new != old:
+            self.settings_generation += 1
+            self.refresh(inlays=(old.inlay_enable, old.inlay_parameters, old.inlay_assignments)
+                         != (new.inlay_enable, new.inlay_parameters, new.inlay_assignments))
+
+    def warn(self, message: str) -> None:
+        if message in self._shown_warnings:
+            return
+        log.warning("%s", message)
+        if not self.initialized:
+            self._pending_warnings.append(message)
+            return
+        self._shown_warnings.add(message)
+        self.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning, message=f"pallas-lsp: {message}"))
+
+    def refresh(self, inlays: bool = False) -> None:
+        """Settings or project configuration changed: recompute what the
+        client shows."""
+        if not self.initialized:
+            return
+        if self.feats.pull_diagnostics:
+            if self.feats.diagnostic_refresh:
+                self._request_quietly(self.workspace_diagnostic_refresh_async(None))
+        else:
+            for uri in self.documents.uris():
+                self.schedule_diagnostics(uri, 0.0)
+        if inlays and self.feats.inlay_refresh:
+            self._request_quietly(self.workspace_inlay_hint_refresh_async(None))
+
+    def _imports_resolved(self) -> None:
+        """Called on the resolver thread: re-analyse on the event loop."""
+        loop = getattr(self, "loop", None)
+
+        def again():
+            self.analyses.invalidate()
+            self.refresh()
+
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(again)
+
+    def _request_quietly(self, coro) -> None:
+        async def run():
+            try:
+                await coro
+            except Exception as exc:
+                log.info("client request failed: %s", exc)
+
+        asyncio.ensure_future(run())
+
+    async def pull_configuration(self) -> None:
+        if not self.feats.configuration:
+            return
+        try:
+            result = await self.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(section=SECTION)]))
+        except Exception as exc:
+            log.info("workspace/configuration failed: %s", exc)
+            return
+        value = result[0] if isinstance(result, (list, tuple)) and result else None
+        self.apply_settings(value)
+
+    # ------------------------------------------------------------ analysis
+
+    def snapshot(self, uri: str) -> Snapshot | None:
+        doc = self.documents.get(uri)
+        return doc.snapshot() if doc is not None else None
+
+    async def analysis_for(self, uri: str) -> tuple[Snapshot, Analysis] | None:
+        snap = self.snapshot(uri)
+        if snap is None:
+            return None
+        return snap, await self.analyses.get(snap)
+
+    def is_current(self, snap: Snapshot) -> bool:
+        doc = self.documents.get(snap.uri)
+        return doc is not None and doc.version == snap.version and doc.text == snap.text
+
+    def selected(self, snap: Snapshot, analysis: Analysis) -> list[Selected]:
+        return select(analysis.findings, self.settings, self.projects.for_path(snap.path), snap.path)
+
+    def diagnostics(self, snap: Snapshot, analysis: Analysis) -> list[types.Diagnostic]:
+        return [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
+                for s in self.selected(snap, analysis)]
+
+    def schedule_diagnostics(self, uri: str, delay_s: float | None = None) -> None:
+        if self.feats.pull_diagnostics:
+            return
+        if delay_s is None:
+            delay_s = self.settings.debounce_ms / 1000.0
+        self.debouncer.schedule(uri, delay_s, lambda: self.publish(uri))
+
+    async def publish(self, uri: str) -> None:
+        got = await self.analysis_for(uri)
+        if got is None:
+            return
+        snap, analysis = got
+        if not self.is_current(snap):
+            return  # a newer version exists and has its own publish scheduled
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+            uri=uri, diagnostics=self.diagnostics(snap, analysis), version=snap.version))
+
+
+# ---------------------------------------------------------------- features
+
+
+async def _admit() -> None:
+    """Let the event loop run once before a request does any work: a
+    $/cancelRequest already read from the client cancels it here, before it
+    runs (pygls cancels the handler's task)."""
+    await asyncio.sleep(0)
+
+
+def _kind_wanted(only: list[str] | None, kind: str) -> bool:
+    if not only:
+        return True
+    return any(kind == k or kind.startswith(k + ".") for k in only)
+
+
+def _overlaps(span, start, end) -> bool:
+    return (span.line, span.col) <= (end.line, end.col) and (start.line, start.col) <= (span.end_line, span.end_col)
+
+
+def create_server(analyzer=None) -> PallasLanguageServer:
+    """A new server with every feature registered. `analyzer` replaces the
+    engine's analyze (benchmarks of the LSP layer, tests)."""
+    server = PallasLanguageServer(analyzer)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: PallasLanguageServer, params: types.InitializeParams):
+        ls.init_options = settings_mod.unwrap(params.initialization_options)
+        ls.apply_settings()
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: PallasLanguageServer, params: types.InitializedParams):
+        ls.initialized = True
+        ls.loop = asyncio.get_running_loop()
+        for message in ls._pending_warnings:
+            ls.warn(message)
+        ls._pending_warnings.clear()
+        ls.analyses.background(convert.warm_code_urls)
+        ls.jedi.configure(ls.settings.python_interpreter, ls.root_path())
+        if ls.settings.hover_jedi:
+            ls.jedi.warm()
+        registrations = []
+        if ls.feats.dynamic_configuration:
+            registrations.append(types.Registration(
+                id=str(uuid.uuid4()), method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                register_options=types.DidChangeConfigurationRegistrationOptions(section=SECTION)))
+        if ls.feats.watched_files:  # re-read [tool.pallas-lsp] when a pyproject.toml changes
+            registrations.append(types.Registration(
+                id=str(uuid.uuid4()), method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[
+                    types.FileSystemWatcher(glob_pattern="**/pyproject.toml")])))
+        if registrations:
+            try:
+                await ls.client_register_capability_async(
+                    types.RegistrationParams(registrations=registrations))
+            except Exception as exc:
+                log.info("client/registerCapability failed: %s", exc)
+        await ls.pull_configuration()
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: PallasLanguageServer, params):
+        for uri in ls.documents.uris():
+            ls.debouncer.cancel(uri)
+
+    # ---------------------------------------------------------- documents
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: PallasLanguageServer, params: types.DidOpenTextDocumentParams):
+        ls.schedule_diagnostics(params.text_document.uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: PallasLanguageServer, params: types.DidChangeTextDocumentParams):
+        ls.schedule_diagnostics(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: PallasLanguageServer, params: types.DidSaveTextDocumentParams):
+        uri = params.text_document.uri
+        if uri.endswith("pyproject.toml"):
+            ls.projects.invalidate()
+            ls.settings_generation += 1
+            ls.refresh()
+        elif ls.documents.get(uri) is not None:
+            ls.schedule_diagnostics(uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: PallasLanguageServer, params: types.DidCloseTextDocumentParams):
+        uri = params.text_document.uri
+        ls.debouncer.cancel(uri)
+        ls.analyses.forget(uri)
+        if not ls.feats.pull_diagnostics:
+            ls.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: PallasLanguageServer,
+                                       params: types.DidChangeConfigurationParams):
+        if ls.feats.configuration:
+            await ls.pull_configuration()
+        else:
+            ls.apply_settings(params.settings)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: PallasLanguageServer, params: types.DidChangeWatchedFilesParams):
+        if any(c.uri.endswith("pyproject.toml") for c in params.changes):
+            ls.projects.invalidate()
+            ls.settings_generation += 1
+            ls.refresh()
+
+    # ---------------------------------------------------------- pull diagnostics
+
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(
+        identifier="pallas-lsp", inter_file_dependencies=False, workspace_diagnostics=False))
+    async def diagnostic(ls: PallasLanguageServer, params: types.DocumentDiagnosticParams):
+        await _admit()
+        uri = params.text_document.uri
+        for _ in range(3):  # the document may change while the engine runs
+            got = await ls.analysis_for(uri)
+            if got is None:
+                return types.RelatedFullDocumentDiagnosticReport(items=[])
+            snap, analysis = got
+            if ls.is_current(snap):
+                break
+        result_id = f"{snap.version}:{ls.settings_generation}:{len(snap.text)}:{hash(snap.text)}"
+        if params.previous_result_id == result_id:
+            return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+        return types.RelatedFullDocumentDiagnosticReport(
+            items=ls.diagnostics(snap, analysis), result_id=result_id)
+
+    # ---------------------------------------------------------- hover
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: PallasLanguageServer, params: types.HoverParams):
+        await _admit()
+        settings = ls.settings
+        if not settings.hover_enable:
+            return None
+        got = await ls.analysis_for(params.text_document.uri)
+        if got is None:
+            return None
+        snap, analysis = got
+        index = snap.index
+        pos = index.from_client(params.position.line, params.position.character, ls.feats.encoding)
+        line_text = index.line_text(pos.line)
+        sections: list[str] = []
+        span = None
+        jax_root = None
+        if settings.python_interpreter:
+            jax_root = await ls.jedi.jax_root(settings.jedi_timeout_ms / 1000.0)
+
+        # 1. a diagnostic under the cursor: its catalog entry
+        seen: set[str] = set()
+        for sel in hover_mod.findings_at(ls.selected(snap, analysis), pos.line, pos.col):
+            code = sel.finding.code
+            if code in seen:
+                continue
+            seen.add(code)
+            entry = convert.catalog_entry(code)
+            sections.append(hover_mod.catalog_section(
+                code, hover_mod.jax_location(entry, jax_root), sel.finding.message))
+            span = span or sel.finding.span
+
+        # 2. a code in a `# noqa: PAL103` comment
+        code = hover_mod.noqa_code_at(line_text, pos.col)
+        if code and code not in seen:
+            entry = convert.catalog_entry(code)
+            sections.append(hover_mod.catalog_section(code, hover_mod.jax_location(entry, jax_root)))
+
+        # 3. a name inside a kernel: what the engine inferred
+        info = analysis.name_at(pos.line, pos.col)
+        if info is not None and not isinstance(info.value, (Api, Unknown)) \
+                and info.value.describe() != "unknown":
+            sections.append(hover_mod.name_section(info))
+            span = span or info.span
+
+        # 4. a Pallas API: signature and docs (jedi), the errors it can raise
+        word = hover_mod.word_at(line_text, pos.line, pos.col)
+        if word is not None and (info is None or isinstance(info.value, (Api, Unknown))):
+            api_name = hover_mod.api_name_from_imports(word.dotted, index.lines)
+            doc = None
+            if settings.hover_jedi and (api_name is not None or info is None):
+                doc = await ls.jedi.lookup(snap.text, snap.path, pos.line, word.span.end_col,
+                                           settings.jedi_timeout_ms / 1000.0)
+            api_name = hover_mod.api_name_from_jedi(doc) or api_name
+            if api_name:
+                sections.append(hover_mod.api_section(
+                    api_name, doc if doc is not None and doc.is_pallas else None,
+                    hover_mod.entries_for_api(api_name)))
+                span = span or word.span
+
+        text = hover_mod.join_sections(sections)
+        if not text:
+            return None
+        if ls.feats.markdown_hover:
+            contents = types.MarkupContent(kind=types.MarkupKind.Markdown, value=text)
+        else:
+            contents = types.MarkupContent(kind=types.MarkupKind.PlainText,
+                                           value=hover_mod.to_plaintext(text))
+        rng = convert.to_range(span, index, ls.feats.encoding) if span is not None else None
+        return types.Hover(contents=contents, range=rng)
+
+    # ---------------------------------------------------------- code actions
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, convert.FIX_ALL_KIND],
+        resolve_provider=False))
+    async def code_action(ls: PallasLanguageServer, params: types.CodeActionParams):
+        await _admit()
+        got = await ls.analysis_for(params.text_document.uri)
+        if got is None:
+            return None
+        snap, analysis = got
+        if not ls.is_current(snap):
+            raise JsonRpcContentModified("the document changed while computing code actions")
+        feats, index = ls.feats, snap.index
+        start = index.from_client(params.range.start.line, params.range.start.character, feats.encoding)
+        end = index.from_client(params.range.end.line, params.range.end.character, feats.encoding)
+        selected = ls.selected(snap, analysis)
+        only = params.context.only if params.context else None
+        actions: list[types.CodeAction] = []
+        if _kind_wanted(only, types.CodeActionKind.QuickFix):
+            fixes, disables = [], []
+            for sel in selected:
+                f = sel.finding
+                if not _overlaps(f.span, start, end):
+                    continue
+                diag = convert.to_diagnostic(sel, snap.uri, index, feats, ls.settings)
+                for fix in f.fixes:
+                    fixes.append(convert.fix_action(fix, diag, snap.uri, snap.version, index, feats))
+                edit = noqa_edit.noqa_edit(index.line_text(f.span.line), f.span.line, f.code)
+                if edit is not None:
+                    disables.append(types.CodeAction(
+                        title=f"Disable {f.code} for this line",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diag],
+                        edit=convert.workspace_edit(
+                            snap.uri, snap.version,
+                            convert.to_text_edits([edit], index, feats.encoding), feats)))
+            actions += fixes + _dedupe(disables)
+        if _kind_wanted(only, convert.FIX_ALL_KIND):
+            edits = convert.fix_all_edits(selected)
+            if edits:
+                actions.append(types.CodeAction(
+                    title="pallas-lsp: fix all safely fixable problems",
+                    kind=convert.FIX_ALL_KIND,
+                    edit=convert.workspace_edit(
+                        snap.uri, snap.version,
+                        convert.to_text_edits(edits, index, feats.encoding), feats)))
+        return actions
+
+    # ---------------------------------------------------------- inlay hints
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    async def inlay_hint(ls: PallasLanguageServer, params: types.InlayHintParams):
+        await _admit()
+        if not ls.settings.inlay_enable:
+            return []
+        got = await ls.analysis_for(params.text_document.uri)
+        if got is None:
+            return None
+        snap, analysis = got
+        if not ls.is_current(snap):
+            raise JsonRpcContentModified("the document changed while computing inlay hints")
+        return inlay.inlay_hints(analysis.names, snap.index, ls.feats.encoding, ls.settings,
+                                 params.range.start.line, params.range.end.line)
+
+    # ---------------------------------------------------------- test hook
+
+    @server.feature(DOCUMENT_STATE)
+    def document_state(ls: PallasLanguageServer, params):
+        uri = getattr(params, "uri", None)
+        doc = ls.documents.get(uri) if uri else None
+        if doc is None:
+            return None
+        return {"uri": doc.uri, "version": doc.version, "text": doc.text,
+                "analyses": ls.analyses.runs}
+
+    return server
+
+
+def _dedupe(actions: list[types.CodeAction]) -> list[types.CodeAction]:
+    seen, out = set(), []
+    for a in actions:
+        if a.title not in seen:
+            seen.add(a.title)
+            out.append(a)
+    return out
+
+
+# ---------------------------------------------------------------- running
+
+
+def setup_logging(log_file: str | None = None, level: str | None = None) -> None:
+    """Logs go to stderr or `log_file`, never to stdout (the protocol's)."""
+    level = (level or os.environ.get("PALLAS_LSP_LOG_LEVEL") or "INFO").upper()
+    handler: logging.Handler
+    if log_file:
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level, logging.INFO))
+    # pygls logs every message body at INFO
+    logging.getLogger("pygls").setLevel(max(root.level, logging.WARNING))
+
+
+def _protocol_stdout():
+    """Keep fd 1 for the protocol alone: move it to a private descriptor and
+    point fd 1 and sys.stdout at stderr, so a stray print() (ours, jedi's or
+    a C library's) cannot corrupt the message stream."""
+    try:
+        out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        sys.stdout = sys.stderr
+        return out
+    except (AttributeError, OSError, ValueError):
+        return sys.stdout.buffer
+
+
+def parse_hostport(tcp: str) -> tuple[str, int]:
+    host, sep, port = tcp.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", tcp
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def run(tcp: str | None = None, log_file: str | None = None) -> None:
+    """Serve LSP on stdio (default) or on `tcp` ("HOST:PORT"). Exits the
+    process when the client disconnects: 0 after a shutdown request, else 1."""
+    setup_logging(log_file)
+    server = create_server()
+    log.info("pallas-lsp %s starting (%s)", __version__, f"tcp {tcp}" if tcp else "stdio")
+    try:
+        if tcp:
+            host, port = parse_hostport(tcp)
+            server.start_tcp(host, port)
+        else:
+            server.start_io(sys.stdin.buffer, _protocol_stdout())
+    except (SystemExit, KeyboardInterrupt):  # `exit` notification (TCP), Ctrl-C
+        pass
+    except Exception:
+        log.exception("the server stopped on an error")
+    finally:
+        code = 0 if server.protocol._shutdown else 1
+        logging.shutdown()
+        # the stdin reader thread may still block in readline(); don't wait for it
+        os._exit(code)

@@ -1,0 +1,230 @@
+"""Editor settings: model, defaults and validation.
+
+Settings arrive as JSON from `initializationOptions`,
+`workspace/didChangeConfiguration` and `workspace/configuration` (section
+"pallas-lsp"). Each key may be nested (`{"inlayHints": {"enable": false}}`) or
+dotted (`{"inlayHints.enable": false}`). An invalid value is reported as a
+warning and replaced by its default; parsing never raises.
+docs/configuration.md documents every option.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+SECTION = "pallas-lsp"
+
+SEVERITIES = ("error", "warning", "info", "hint")
+_CODE_PREFIX = re.compile(r"^[A-Z]+[0-9]*$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    # rules
+    select: tuple[str, ...] | None = None  # None: every rule
+    ignore: tuple[str, ...] = ()
+    severity: tuple[tuple[str, str], ...] = ()  # (code prefix, level)
+    use_pyproject: bool = True
+    # diagnostics
+    diagnostics_enable: bool = True
+    debounce_ms: int = 150
+    code_description_url: str | None = None  # e.g. "https://host/rules/{code}"
+    # inlay hints
+    inlay_enable: bool = True
+    inlay_parameters: bool = True
+    inlay_assignments: bool = False
+    # hover
+    hover_enable: bool = True
+    hover_jedi: bool = True
+    jedi_timeout_ms: int = 2000
+    # python
+    python_interpreter: str | None = None
+
+    def rule_enabled(self, code: str) -> bool:
+        if self.select is not None and not any(code.startswith(p) for p in self.select):
+            return False
+        return not any(code.startswith(p) for p in self.ignore)
+
+    def severity_for(self, code: str) -> str | None:
+        """The configured level for `code` (longest matching prefix), if any."""
+        best: tuple[int, str] | None = None
+        for prefix, level in self.severity:
+            if code.startswith(prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), level)
+        return best[1] if best else None
+
+
+DEFAULT = Settings()
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError("expected true or false")
+
+
+def _int_range(lo: int, hi: int):
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected an integer between {lo} and {hi}")
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"expected an integer between {lo} and {hi}")
+        value = int(value)
+        if not lo <= value <= hi:
+            raise ValueError(f"expected an integer between {lo} and {hi}")
+        return value
+
+    return check
+
+
+def _codes(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError('expected a list of rule codes or prefixes, e.g. ["PAL1", "PAL203"]')
+    out = []
+    for item in value:
+        if not isinstance(item, str) or not _CODE_PREFIX.match(item.strip().upper()):
+            raise ValueError(f"{item!r} is not a rule code or prefix (e.g. \"PAL103\", \"PAL1\")")
+        out.append(item.strip().upper())
+    return tuple(out)
+
+
+def _codes_or_all(value: Any) -> tuple[str, ...] | None:
+    if value is None or value == "ALL" or value == ["ALL"]:
+        return None
+    return _codes(value)
+
+
+def _severity(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        raise ValueError('expected an object such as {"PAL103": "warning"}')
+    out = []
+    for code, level in value.items():
+        if not isinstance(code, str) or not _CODE_PREFIX.match(code.strip().upper()):
+            raise ValueError(f"{code!r} is not a rule code or prefix")
+        if not isinstance(level, str) or level.lower() not in SEVERITIES + ("information",):
+            raise ValueError(f"severity of {code} must be one of {', '.join(SEVERITIES)}")
+        level = level.lower()
+        out.append((code.strip().upper(), "info" if level == "information" else level))
+    return tuple(out)
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _interpreter(value: Any) -> str | None:
+    value = _opt_str(value)
+    if value is None:
+        return None
+    path = os.path.expanduser(os.path.expandvars(value))
+    found = path if os.path.isfile(path) else shutil.which(path)
+    if not found or not os.access(found, os.X_OK):
+        raise ValueError("no such Python interpreter")
+    return found
+
+
+def _url_template(value: Any) -> str | None:
+    value = _opt_str(value)
+    if value is not None and "{code}" not in value:
+        raise ValueError('expected a URL containing "{code}"')
+    return value
+
+
+# setting key (as the client spells it) -> (Settings field, validator)
+OPTIONS: dict[str, tuple[str, Any]] = {
+    "rules.select": ("select", _codes_or_all),
+    "rules.ignore": ("ignore", _codes),
+    "rules.severity": ("severity", _severity),
+    "rules.usePyproject": ("use_pyproject", _bool),
+    "diagnostics.enable": ("diagnostics_enable", _bool),
+    "diagnostics.debounceMs": ("debounce_ms", _int_range(0, 10_000)),
+    "diagnostics.codeDescriptionUrl": ("code_description_url", _url_template),
+    "inlayHints.enable": ("inlay_enable", _bool),
+    "inlayHints.parameters": ("inlay_parameters", _bool),
+    "inlayHints.assignments": ("inlay_assignments", _bool),
+    "hover.enable": ("hover_enable", _bool),
+    "hover.jedi": ("hover_jedi", _bool),
+    "hover.jediTimeoutMs": ("jedi_timeout_ms", _int_range(0, 60_000)),
+    "python.interpreter": ("python_interpreter", _interpreter),
+}
+
+_GROUPS = {key.split(".", 1)[0] for key in OPTIONS}
+
+
+def flatten(raw: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}, "c.d": 2} -> {"a.b": 1, "c.d": 2}. Stops at known
+    option keys so that object-valued options (rules.severity) stay whole."""
+    out: dict[str, Any] = {}
+    if not isinstance(raw, dict):
+        return out
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            continue
+        full = f"{prefix}{key}"
+        if full not in OPTIONS and isinstance(value, dict) and (prefix or key in _GROUPS):
+            out.update(flatten(value, full + "."))
+        else:
+            out[full] = value
+    return out
+
+
+def unwrap(raw: Any) -> Any:
+    """Accept both the bare settings object and one wrapped in its section
+    name ({"pallas-lsp": {...}}), as clients send either."""
+    if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict):
+        return raw[SECTION]
+    return raw
+
+
+def parse(*layers: Any) -> tuple[Settings, list[str]]:
+    """Build Settings from layers of raw JSON (later layers win). Returns the
+    settings and a list of human-readable warnings (one per bad key)."""
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    for raw in layers:
+        raw = unwrap(raw)
+        if raw is None:
+            continue
+        if not isinstance(raw, dict):
+            warnings.append(f"{SECTION} settings must be an object, got {type(raw).__name__}")
+            continue
+        values.update(flatten(raw))
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in OPTIONS:
+            warnings.append(f"unknown setting {SECTION}.{key} (ignored)")
+            continue
+        attr, check = OPTIONS[key]
+        try:
+            kwargs[attr] = check(value)
+        except (ValueError, TypeError) as exc:
+            default = getattr(DEFAULT, attr)
+            warnings.append(f"invalid setting {SECTION}.{key} = {value!r}: {exc}; "
+                            f"using the default ({_show(default)})")
+    return dataclasses.replace(DEFAULT, **kwargs), warnings
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
+__all__ = ["Settings", "DEFAULT", "SECTION", "OPTIONS", "parse", "unwrap", "flatten"]
