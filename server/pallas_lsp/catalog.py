@@ -44,9 +44,13 @@ _NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 # A `{...}` placeholder in a message template (f-string replacement field).
 _PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}")
 
-_TOP_STR_KEYS = ("code", "name", "summary", "jax_message", "exception", "phase",
+_TOP_STR_KEYS = ("code", "name", "summary", "exception", "phase",
                  "severity", "fix_safety")
-_TOP_KEYS = frozenset(_TOP_STR_KEYS) | {"related", "also_matches", "raised_at", "doc"}
+_TOP_KEYS = frozenset(_TOP_STR_KEYS) | {"jax_message", "jax_behaviour", "related",
+                                        "also_matches", "raised_at", "doc"}
+# Codes whose entries must describe JAX's behaviour in `jax_behaviour` (protocol
+# mistakes JAX does not raise for: it hangs, drops, prints or logs).
+_BEHAVIOUR_PREFIXES = ("PAL3",)
 _RAISED_KEYS = ("file", "function", "line", "jax_version")
 _DOC_STR_KEYS = ("what", "why", "fix", "before", "after")
 _DOC_KEYS = frozenset(_DOC_STR_KEYS) | {"causes"}
@@ -87,13 +91,16 @@ class Entry:
     fix: str
     before: str
     after: str
+    # What JAX does (measured) when it does not raise: hangs, drops, prints, logs.
+    # Required for PAL3xx and for every entry whose `jax_message` is empty.
+    jax_behaviour: str = ""
 
     # ------------------------------------------------------------ matching
 
     @property
     def templates(self) -> tuple[str, ...]:
-        """`jax_message` followed by every `also_matches` template."""
-        return (self.jax_message, *self.also_matches)
+        """`jax_message` (if any) followed by every `also_matches` template."""
+        return tuple(t for t in (self.jax_message, *self.also_matches) if t)
 
     def message_regex(self) -> re.Pattern[str]:
         """Regex for the formatted `jax_message` (placeholders become `.+?`)."""
@@ -114,6 +121,8 @@ class Entry:
     # ------------------------------------------------------------ rendering
 
     def source_link(self, jax_source_url: str | None = None) -> str:
+        if not self.raised_file:
+            return ""
         loc = f"`{self.raised_file}:{self.raised_line}`"
         if not jax_source_url:
             return loc
@@ -140,13 +149,11 @@ class Entry:
             f"Phase: {self.phase} · Exception: `{self.exception}` · "
             f"Severity: {self.severity} · Fix: {self.fix_safety}",
             "",
-            "## JAX's message",
-            "",
-            "```",
-            self.jax_message,
-            "```",
-            "",
         ]
+        if self.jax_message:
+            out += ["## JAX's message", "", "```", self.jax_message, "```", ""]
+        if self.jax_behaviour:
+            out += ["## What JAX does", "", self.jax_behaviour, ""]
         if self.also_matches:
             out += ["Also reported as:", ""]
             for m in self.also_matches:
@@ -158,10 +165,17 @@ class Entry:
         out += ["", "## How to fix", "", self.fix, ""]
         out += ["## Example", "", "```python", self.before, "```", "",
                 "Use instead:", "", "```python", self.after, "```", ""]
-        out += [
-            f"Raised at {self.source_link(jax_source_url)} "
-            f"(`{self.raised_function}`, jax {self.jax_version}).",
-        ]
+        if self.raised_file:
+            if not self.jax_message:
+                verb = "Behaviour comes from"
+            elif self.exception.startswith("none"):
+                verb = "Reported at"
+            else:
+                verb = "Raised at"
+            out += [
+                f"{verb} {self.source_link(jax_source_url)} "
+                f"(`{self.raised_function}`, jax {self.jax_version}).",
+            ]
         if self.related:
             out += ["", "Related: " + ", ".join(f"`{c}`" for c in self.related)]
         return "\n".join(out) + "\n"
@@ -207,6 +221,12 @@ def _check_keys(table: dict[str, Any], allowed: frozenset[str], where: str, src:
         raise CatalogError(f"{src}: unknown key(s) in {where or 'top level'}: {', '.join(unknown)}")
 
 
+def _raised_at_required(t: dict[str, Any]) -> bool:
+    """`[raised_at]` may be omitted only by an entry whose `jax_message` is empty."""
+    msg = t.get("jax_message")
+    return not (isinstance(msg, str) and not msg.strip())
+
+
 def parse_entry(data: bytes | str, source: str, stem: str | None = None) -> Entry:
     """Parse and validate one TOML file. `source` names the file in errors."""
     if isinstance(data, bytes):
@@ -221,7 +241,8 @@ def parse_entry(data: bytes | str, source: str, stem: str | None = None) -> Entr
 
     _check_keys(t, _TOP_KEYS, "", source)
     top = {k: _need(t, k, str, "", source).strip() for k in _TOP_STR_KEYS}
-    raised = _need(t, "raised_at", dict, "", source)
+    has_raised = "raised_at" in t or _raised_at_required(t)
+    raised = _need(t, "raised_at", dict, "", source) if has_raised else {}
     doc = _need(t, "doc", dict, "", source)
     _check_keys(raised, frozenset(_RAISED_KEYS), "[raised_at]", source)
     _check_keys(doc, _DOC_KEYS, "[doc]", source)
@@ -239,15 +260,37 @@ def parse_entry(data: bytes | str, source: str, stem: str | None = None) -> Entr
             raise CatalogError(
                 f"{source}: {key} {top[key]!r} is not one of {', '.join(sorted(allowed))}")
 
+    if "jax_message" not in t:
+        raise CatalogError(f"{source}: missing required key 'jax_message'")
+    jax_message = t["jax_message"]
+    if not isinstance(jax_message, str):
+        raise CatalogError(
+            f"{source}: 'jax_message' must be a str, got {type(jax_message).__name__}")
+    jax_message = jax_message.strip()
+    behaviour = ""
+    if "jax_behaviour" in t:
+        behaviour = _need(t, "jax_behaviour", str, "", source).strip()
+    if code.startswith(_BEHAVIOUR_PREFIXES) and not behaviour:
+        raise CatalogError(f"{source}: {code} needs a 'jax_behaviour' (what JAX does)")
+    if not jax_message and not behaviour:
+        raise CatalogError(
+            f"{source}: 'jax_message' is empty; then 'jax_behaviour' is required")
+
     related = _str_list(t, "related", "", source)
     for r in related:
         if not _CODE_RE.match(r):
             raise CatalogError(f"{source}: related code {r!r} is not of the form PAL123")
     also = _str_list(t, "also_matches", "", source, required=False)
 
-    line = _need(raised, "line", int, "[raised_at].", source)
-    if line < 1:
-        raise CatalogError(f"{source}: [raised_at].line must be >= 1")
+    if has_raised:
+        line = _need(raised, "line", int, "[raised_at].", source)
+        if line < 1:
+            raise CatalogError(f"{source}: [raised_at].line must be >= 1")
+        raised_file = _need(raised, "file", str, "[raised_at].", source).strip()
+        raised_function = _need(raised, "function", str, "[raised_at].", source).strip()
+        jax_version = _need(raised, "jax_version", str, "[raised_at].", source).strip()
+    else:  # only allowed for entries without a message (checked above)
+        line, raised_file, raised_function, jax_version = 0, "", "", ""
 
     def block(key: str) -> str:
         return _need(doc, key, str, "[doc].", source).strip("\n")
@@ -256,23 +299,24 @@ def parse_entry(data: bytes | str, source: str, stem: str | None = None) -> Entr
         code=code,
         name=top["name"],
         summary=top["summary"],
-        jax_message=top["jax_message"],
+        jax_message=jax_message,
         exception=top["exception"],
         phase=top["phase"],
         severity=top["severity"],
         fix_safety=top["fix_safety"],
         related=related,
         also_matches=also,
-        raised_file=_need(raised, "file", str, "[raised_at].", source).strip(),
-        raised_function=_need(raised, "function", str, "[raised_at].", source).strip(),
+        raised_file=raised_file,
+        raised_function=raised_function,
         raised_line=line,
-        jax_version=_need(raised, "jax_version", str, "[raised_at].", source).strip(),
+        jax_version=jax_version,
         what=_need(doc, "what", str, "[doc].", source).strip(),
         why=_need(doc, "why", str, "[doc].", source).strip(),
         causes=_str_list(doc, "causes", "[doc].", source),
         fix=_need(doc, "fix", str, "[doc].", source).strip(),
         before=block("before").rstrip(),
         after=block("after").rstrip(),
+        jax_behaviour=behaviour,
     )
 
 
