@@ -19,11 +19,16 @@ log = logging.getLogger(__name__)
 
 PALLAS_MODULES = ("jax._src.pallas", "jax.experimental.pallas")
 
-_WARM_SOURCE = """\
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
-pltpu.make_async_copy
-"""
+# The APIs people hover most: inferring each once loads the jax modules that
+# define them, so later hovers answer from jedi's caches.
+_WARM_APIS = ("pl.pallas_call", "pl.BlockSpec", "pl.program_id", "pl.num_programs", "pl.when",
+              "pl.ds", "pl.run_scoped", "pl.semaphore_signal", "pl.semaphore_wait",
+              "pltpu.make_async_copy", "pltpu.async_copy", "pltpu.sync_copy",
+              "pltpu.make_async_remote_copy", "pltpu.SemaphoreType", "pltpu.VMEM",
+              "pltpu.PrefetchScalarGridSpec", "pltpu.emit_pipeline", "pltpu.CompilerParams")
+_WARM_SOURCE = ("from jax.experimental import pallas as pl\n"
+                "from jax.experimental.pallas import tpu as pltpu\n"
+                + "".join(f"{name}\n" for name in _WARM_APIS))
 
 
 @dataclass(frozen=True)
@@ -98,13 +103,25 @@ class JediDocs:
 
     def _warm(self) -> bool:
         try:
-            script = self._script(_WARM_SOURCE, None)
-            script.infer(3, 8)
+            self._script(_WARM_SOURCE, None).infer(3, len(_WARM_APIS[0]))
             self.available = True
         except Exception as exc:
             log.info("jedi unavailable: %s", exc)
             self.available = False
+        if self.available:
+            self._worker.submit(self._warm_one, 1)
         return bool(self.available)
+
+    def _warm_one(self, i: int) -> None:
+        """One API per job, each queueing the next: a hover that arrives
+        meanwhile waits for one inference, not for the whole warm-up."""
+        if i >= len(_WARM_APIS):
+            return
+        try:
+            self._script(_WARM_SOURCE, None).infer(3 + i, len(_WARM_APIS[i]))
+        except Exception:
+            return
+        self._worker.submit(self._warm_one, i + 1)
 
     def _lookup(self, source: str, path: str | None, line: int, col: int) -> ApiDoc | None:
         """`line` 0-based, `col` in code points (jedi counts code points too)."""

@@ -114,6 +114,7 @@ class PallasLanguageServer(LanguageServer):
         self._shown_warnings: set[str] = set()
         self._pending_warnings: list[str] = []
         self.initialized = False
+        self.first_result = asyncio.Event()  # set when the first diagnostics go out
 
     # ------------------------------------------------------------ errors
 
@@ -170,6 +171,18 @@ class PallasLanguageServer(LanguageServer):
                 self.schedule_diagnostics(uri, 0.0)
         if inlays and self.feats.inlay_refresh:
             self._request_quietly(self.workspace_inlay_hint_refresh_async(None))
+
+    async def warm_up_later(self) -> None:
+        """Warm jedi and the catalog's source links after the first
+        diagnostics (or 2 s): both compete with the first analysis for the
+        GIL, and people wait for the squiggles, not for the hover docs."""
+        try:
+            await asyncio.wait_for(self.first_result.wait(), 2.0)
+        except asyncio.TimeoutError:
+            pass
+        self.analyses.background(convert.warm_code_urls)
+        if self.settings.hover_jedi:
+            self.jedi.warm()
 
     def _imports_resolved(self) -> None:
         """Called on the resolver thread: re-analyse on the event loop."""
@@ -242,6 +255,7 @@ class PallasLanguageServer(LanguageServer):
             return  # a newer version exists and has its own publish scheduled
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, diagnostics=self.diagnostics(snap, analysis), version=snap.version))
+        self.first_result.set()
 
 
 # ---------------------------------------------------------------- features
@@ -281,10 +295,8 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         for message in ls._pending_warnings:
             ls.warn(message)
         ls._pending_warnings.clear()
-        ls.analyses.background(convert.warm_code_urls)
         ls.jedi.configure(ls.settings.python_interpreter, ls.root_path())
-        if ls.settings.hover_jedi:
-            ls.jedi.warm()
+        asyncio.ensure_future(ls.warm_up_later())
         registrations = []
         if ls.feats.dynamic_configuration:
             registrations.append(types.Registration(
@@ -366,6 +378,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             snap, analysis = got
             if ls.is_current(snap):
                 break
+        ls.first_result.set()
         result_id = f"{snap.version}:{ls.settings_generation}:{len(snap.text)}:{hash(snap.text)}"
         if params.previous_result_id == result_id:
             return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
@@ -423,7 +436,9 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         if word is not None and (info is None or isinstance(info.value, (Api, Unknown))):
             api_name = hover_mod.api_name_from_imports(word.dotted, index.lines)
             doc = None
-            if settings.hover_jedi and (api_name is not None or info is None):
+            # Only Pallas APIs: other names are the Python language server's job
+            # (Pylance, jedi-language-server), and jedi is slow on big files.
+            if settings.hover_jedi and api_name is not None:
                 doc = await ls.jedi.lookup(snap.text, snap.path, pos.line, word.span.end_col,
                                            settings.jedi_timeout_ms / 1000.0)
             api_name = hover_mod.api_name_from_jedi(doc) or api_name
