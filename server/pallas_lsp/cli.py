@@ -50,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--output-format", choices=("text", "json"), default="text")
     r.set_defaults(func=_rule)
 
+    u = sub.add_parser("run", help="run a kernel's test in TPU interpret mode (or on a TPU)")
+    from pallas_lsp.runs.command import add_arguments as _run_arguments
+    _run_arguments(u)
+    u.set_defaults(func=_run)
+
     s = sub.add_parser("serve", help="run the language server")
     s.add_argument("--stdio", action="store_true", help="use stdio (the default)")
     s.add_argument("--tcp", metavar="HOST:PORT", default=None)
@@ -128,6 +133,15 @@ def _rule(args) -> int:
     else:
         print("\n\n".join(e.to_markdown() for e in chosen))
     return EXIT_CLEAN
+
+
+# ---------------------------------------------------------------- run
+
+
+def _run(args) -> int:
+    from pallas_lsp.runs.command import main as run_main
+
+    return run_main(args)
 
 
 # ---------------------------------------------------------------- serve

@@ -1,0 +1,72 @@
+"""`pallas-lsp run`: the command-line front end of pallas_lsp.runs."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_CANCELLED = 0, 1, 2, 3, 130
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help="a file, `path::test_name` or a pytest node id")
+    p.add_argument("args", nargs="*", help="after `--`: extra pytest (or script) arguments")
+    p.add_argument("--mode", choices=("interpret", "tpu"), default=None,
+                   help="interpret (default): TPU interpret mode on CPU; tpu: run for real")
+    p.add_argument("--profile", default=None, metavar="NAME",
+                   help="local (default) or a [tool.pallas-lsp.profiles.NAME] table")
+    p.add_argument("--races", action="store_true", help="detect data races (interpret mode)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds before the run counts as hung (default 600)")
+    p.add_argument("--devices", type=int, default=None, metavar="N",
+                   help="simulated CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count)")
+    p.add_argument("--python", default=None, metavar="PATH",
+                   help="the Python to run (local profile; default: this one)")
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="workspace root (default: the target's project folder)")
+    p.add_argument("--output-format", choices=("text", "json"), default="text")
+
+
+def main(args: argparse.Namespace) -> int:
+    from pallas_lsp.runs.model import Status
+    from pallas_lsp.runs.runner import RunSpec, start_run
+    from pallas_lsp.runs.target import RunSpecError
+
+    def out(stream: str, line: str) -> None:
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    spec = RunSpec(target=args.target, root=args.root, mode=args.mode, profile=args.profile,
+                   races=args.races, timeout=args.timeout, devices=args.devices,
+                   python=args.python, args=list(args.args))
+    try:
+        handle = start_run(spec, on_output=out)
+    except RunSpecError as e:
+        print(f"pallas-lsp run: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = handle.result()
+    except KeyboardInterrupt:
+        handle.cancel()
+        result = handle.result()
+    rows = [d.to_row(_display(d.path)) for d in result.diagnostics]
+    if args.output_format == "json":
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        for r in rows:
+            print(f"{r['path']}:{r['line']}:{r['column']}: {r['code']} {r['message']}")
+    sys.stdout.flush()
+    print(result.summary, file=sys.stderr, flush=True)
+    return {Status.PASSED: EXIT_PASSED, Status.FAILED: EXIT_FAILED, Status.ERROR: EXIT_USAGE,
+            Status.TIMEOUT: EXIT_TIMEOUT, Status.CANCELLED: EXIT_CANCELLED}[result.status]
+
+
+def _display(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
