@@ -461,7 +461,7 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         front = prefetch + inputs + outputs
         if scratch_pos is not None:
             args = front + scratch_pos
-            if not has_vararg and len(args) != len(params):
+            if not has_vararg and not (_required(kernel, params) <= len(args) <= len(params)):
                 args = None  # our model disagrees with the signature: stay silent
         elif has_vararg or len(front) <= len(params):
             args = front + [STAR_UNKNOWN]  # scratch unknown: bind what we know
@@ -496,6 +496,14 @@ def _output_ref(spec: Value, shape: Value | None, origin: str) -> Value:
     return _operand_ref(spec, shape, origin)
 
 
+def _required(func: Func, params: list[str]) -> int:
+    """How many of `params` have no default value."""
+    a = func.node.args
+    positional = [p.arg for p in list(a.posonlyargs) + list(a.args)]
+    defaults = positional[len(positional) - len(a.defaults):] if a.defaults else []
+    return sum(1 for p in params if p not in defaults)
+
+
 def _positional_params(func: Func):
     node = func.node
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -524,6 +532,7 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
     scratch_pos: list[Value] = []
     if isinstance(sv, Seq) and sv.keys is not None:
         scratch_kw = {str(k): _scratch_value(v, f"scratch_types[{k!r}]") for k, v in zip(sv.keys, sv.items)}
+        params = [p for p in params if p not in scratch_kw]  # they arrive as keywords
     elif isinstance(sv, Seq):
         scratch_pos = [_scratch_value(v, f"scratch_types[{i}]") for i, v in enumerate(sv.items)]
     else:

@@ -45,6 +45,8 @@ class Imported(Value):
     module: str = ""
     name: str = ""
     level: int = 0
+    bound_args: tuple = ()  # Args bound by functools.partial
+    bound_kwargs: tuple = ()  # ((name, Arg), ...)
 
     def describe(self) -> str:
         return f"imported {self.name}"

@@ -20,7 +20,7 @@ from pallas_lsp.engine.events import Arg, DescOp, DmaCall, Events, RefAccess, Sc
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, GridSpec, ShapeDtype,
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, GridSpec, SeqOf, ShapeDtype,
                                       SliceVal, Spec, as_view, join, join_all)
 
 MAX_DEPTH = 12  # nested helper calls followed from one kernel
@@ -58,7 +58,7 @@ class Scope:
     def fork(self) -> Scope:
         return Scope(self.parent, dict(self.vars))
 
-    def merge(self, a: Scope, b: Scope) -> None:
+    def merge(self, a: Scope, b: Scope, lost=None) -> None:
         for name in set(a.vars) | set(b.vars):
             va, vb = a.vars.get(name), b.vars.get(name)
             if va is None:
@@ -66,7 +66,9 @@ class Scope:
             elif vb is None:
                 self.vars[name] = va
             else:
-                self.vars[name] = join(va, vb)
+                self.vars[name] = joined = join(va, vb)
+                if joined is UNKNOWN and lost is not None:
+                    lost(va, vb)
 
 
 @dataclass
@@ -242,7 +244,7 @@ class Interpreter:
         frame.scope = b
         self.exec_body(body_b, frame)
         frame.scope = saved
-        saved.merge(a, b)
+        saved.merge(a, b, self._lost)
 
     def stmt_For(self, node: ast.For, frame: Frame) -> None:
         item = self.iter_item(self.eval(node.iter, frame))
@@ -270,7 +272,7 @@ class Interpreter:
                 before_each()
                 self.exec_body(body, frame)
                 merged = saved.fork()
-                merged.merge(cur, nxt)
+                merged.merge(cur, nxt, self._lost)
                 cur = merged
         finally:
             frame.loop_depth -= 1
@@ -330,13 +332,13 @@ class Interpreter:
                         self.assign(elt.value, UNKNOWN, frame, None)
                     continue
                 v = UNKNOWN
-                if items is not None:
+                if isinstance(value, SeqOf):
+                    v = value.elem
+                elif items is not None:
                     if star is None and len(items) == len(elts):
                         v = items[i]
-                    elif star is not None and i < star:
-                        v = items[i]
-                    elif star is not None and i > star:
-                        v = items[len(items) - (len(elts) - i)]
+                    elif star is not None and len(items) >= len(elts) - 1:
+                        v = items[i] if i < star else items[len(items) - (len(elts) - i)]
                 sub_node = None
                 if isinstance(value_node, (ast.Tuple, ast.List)) and star is None \
                         and len(value_node.elts) == len(elts):
@@ -471,6 +473,10 @@ class Interpreter:
             return Array(origin=f"read of {self.src.segment(node.value)}", shape=shape,
                          dtype=base.dtype, sem=base.sem)
         index = self.eval(node.slice, frame)
+        if isinstance(base, SeqOf):
+            if isinstance(index, SliceVal) or isinstance(node.slice, ast.Slice):
+                return base
+            return base.elem
         if isinstance(base, Seq):
             if isinstance(index, Const):
                 if base.keys is not None:
@@ -622,7 +628,34 @@ class Interpreter:
     def expr_Call(self, node: ast.Call, frame: Frame) -> Value:
         func = self.eval(node.func, frame)
         args, kwargs = self.eval_args(node, frame)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS \
+                and isinstance(node.func.value, ast.Name):
+            self.mutate_list(node.func.value.id, node.func.attr, args, frame)
         return self.call(func, args, kwargs, node, frame)
+
+    def mutate_list(self, name: str, method: str, args: list[Arg], frame: Frame) -> None:
+        """`refs.append(r)` / `refs.extend(more)`: a list is a value here, so
+        rebind the name to the grown list (or forget it when we cannot say)."""
+        current = frame.scope.lookup(name)
+        if not isinstance(current, (Seq, SeqOf)) or (isinstance(current, Seq)
+                                                      and current.keys is not None):
+            return
+        new: Value = UNKNOWN
+        if isinstance(current, Seq) and method == "append" and len(args) == 1:
+            new = Seq(items=current.items + (args[0].value,))
+        elif isinstance(current, Seq) and method == "extend" and len(args) == 1 \
+                and isinstance(args[0].value, Seq):
+            new = Seq(items=current.items + args[0].value.items)
+        elif method in ("append", "extend", "insert") and args:
+            added = args[-1].value
+            elems = [added] if method != "extend" else (
+                list(added.items) if isinstance(added, Seq) else [added.elem]
+                if isinstance(added, SeqOf) else [UNKNOWN])
+            old = list(current.items) if isinstance(current, Seq) else [current.elem]
+            new = SeqOf(elem=join_all(old + elems))
+        if new is UNKNOWN:
+            self.escape(current)
+        frame.scope.vars[name] = new
 
     def eval_args(self, node: ast.Call, frame: Frame):
         args: list[Arg] = []
@@ -648,8 +681,10 @@ class Interpreter:
         return args, kwargs
 
     def iter_item(self, it: Value) -> Value:
+        if isinstance(it, SeqOf):
+            return it.elem
         if isinstance(it, Seq):
-            return join_all(it.items) if it.items else UNKNOWN
+            return self.join_values(list(it.items)) if it.items else UNKNOWN
         if isinstance(it, _Zip):
             return Seq(items=tuple(self.iter_item(s) for s in it.seqs))
         if isinstance(it, _Enumerate):
@@ -686,6 +721,8 @@ class Interpreter:
                       node: ast.AST, frame: Frame) -> Value:
         """Check the arguments of a call to a function from another file
         against that function's summary (imports.py)."""
+        args = list(func.bound_args) + list(args)
+        kwargs = {**dict(func.bound_kwargs), **kwargs}
         for a in list(args) + list(kwargs.values()):
             self.escape(a.value)
         if self.resolver is None or not frame.kernel:
@@ -733,6 +770,19 @@ class Interpreter:
                 self.events.accesses.append(RefAccess(kind=use.kind, node=a.node, ref=a))
         return UNKNOWN
 
+    def _lost(self, a: Value, b: Value) -> None:
+        """Two values merged into Unknown: descriptors inside may still be
+        started or waited where we can no longer see them."""
+        self.escape(a)
+        self.escape(b)
+
+    def join_values(self, values: list[Value]) -> Value:
+        out = join_all(values)
+        if out is UNKNOWN:
+            for v in values:
+                self.escape(v)
+        return out
+
     def escape(self, value: Value) -> None:
         """A descriptor handed to code we cannot follow: its fate is unknown."""
         if isinstance(value, Descriptor):
@@ -743,6 +793,8 @@ class Interpreter:
         elif isinstance(value, Seq):
             for item in value.items:
                 self.escape(item)
+        elif isinstance(value, SeqOf):
+            self.escape(value.elem)
 
     def call_func(self, func: Func, args: list[Value], kwargs: dict[str, Value],
                   frame: Frame, *, unknown_params: bool = False,
@@ -778,7 +830,7 @@ class Interpreter:
                 result = self.eval(node.body, inner)
             else:
                 self.exec_body(node.body, inner)
-                result = join_all(inner.returns) if inner.returns else Const(value=None)
+                result = self.join_values(inner.returns) if inner.returns else Const(value=None)
         finally:
             self._active.discard(key)
             self._kernel_id = saved_kid
@@ -966,9 +1018,20 @@ class Interpreter:
             if isinstance(inner, Api):
                 return binding.PartialApi(api=inner.name, args=tuple(args[1:]),
                                           kwargs=tuple(kwargs.items()))
+            if isinstance(inner, Imported):
+                return replace(inner, bound_args=inner.bound_args + tuple(args[1:]),
+                               bound_kwargs=inner.bound_kwargs + tuple(kwargs.items()))
             return UNKNOWN
         if name in ("lax.fori_loop",):
             return self.fori_loop(args, kwargs, frame)
+        if name in ("lax.scan",):
+            body = _pick(args, kwargs, 0, "f")
+            init = _pick(args, kwargs, 1, "init")
+            if body is not None and isinstance(body.value, Func):
+                out = self.call_func(body.value, [init.value if init else UNKNOWN, UNKNOWN], {},
+                                     frame)
+                return Seq(items=(UNKNOWN, UNKNOWN)) if out is not UNKNOWN else UNKNOWN
+            return UNKNOWN
         if name in ("lax.while_loop",):
             body = _pick(args, kwargs, 1, "body_fun")
             init = _pick(args, kwargs, 2, "init_val")
@@ -1139,6 +1202,8 @@ def _builtin_range(args):
         return _Range(n=args[0].value.value)
     return UNKNOWN
 
+
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
 
 _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
              "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_range,

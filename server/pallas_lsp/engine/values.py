@@ -81,6 +81,17 @@ class GridSpec(Value):
     has_out_specs: bool = False
 
 
+@dataclass(frozen=True)
+class SeqOf(Value):
+    """A list whose length is not known but whose elements are alike, e.g.
+    what a helper returns from two branches with lists of different lengths."""
+
+    elem: Value = UNKNOWN
+
+    def describe(self) -> str:
+        return f"[{self.elem.describe()}, …]"
+
+
 def join(a: Value, b: Value) -> Value:
     """Least upper bound of two values: what a name holds after an if/else
     or a loop. Keeps what both sides agree on, forgets the rest."""
@@ -110,7 +121,17 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
+    if _listlike(a) and _listlike(b):
+        return SeqOf(elem=join_all(_elems(a) + _elems(b)))
     return UNKNOWN
+
+
+def _listlike(v: Value) -> bool:
+    return (isinstance(v, Seq) and v.keys is None) or isinstance(v, SeqOf)
+
+
+def _elems(v: Value) -> list:
+    return list(v.items) if isinstance(v, Seq) else [v.elem]
 
 
 def _join_shape(a: Shape | None, b: Shape | None) -> Shape | None:

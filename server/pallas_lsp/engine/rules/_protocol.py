@@ -65,5 +65,11 @@ def by_node(calls: list[DmaCall]) -> dict[int, list[DmaCall]]:
     return groups
 
 
+def local_allocation(root: str) -> bool:
+    """Allocated by this kernel (scratch / run_scoped), so no other kernel
+    or pallas_call can start or wait on it."""
+    return root.startswith(("scratch_shapes", "scratch_types", "pl.run_scoped"))
+
+
 def dma_sem(value) -> bool:
     return isinstance(value, Ref) and value.sem is SemKind.DMA

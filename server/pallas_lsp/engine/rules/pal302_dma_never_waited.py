@@ -1,6 +1,6 @@
 """PAL302: a DMA started and never waited in its kernel."""
 from pallas_lsp.engine.rules._base import Context, Finding, Related
-from pallas_lsp.engine.rules._protocol import by_node, protocols, sem_root
+from pallas_lsp.engine.rules._protocol import by_node, local_allocation, protocols, sem_root
 
 CODE = "PAL302"
 MESSAGE = "DMA started but never waited"
@@ -36,6 +36,6 @@ def _may_be_waited(call, proto) -> bool:
     roots = [sem_root(call.sem.value)]
     if call.send_sem is not None:
         roots.append(sem_root(call.send_sem.value))
-    if roots[0] is None:
-        return True
+    if roots[0] is None or not local_allocation(roots[0]):
+        return True  # e.g. a semaphore output waited in another pallas_call
     return any(r in proto.waited for r in roots if r)

@@ -1,6 +1,6 @@
 """PAL303: a wait on a DMA semaphore that no started DMA in the kernel signals."""
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._protocol import by_node, dma_sem, protocols, sem_root
+from pallas_lsp.engine.rules._protocol import by_node, dma_sem, local_allocation, protocols, sem_root
 
 CODE = "PAL303"
 MESSAGE = "Wait on a DMA that is never started"
@@ -30,7 +30,7 @@ def _may_be_signalled(call, proto) -> bool:
     value = call.sem.value
     # Only semaphores this kernel allocated itself: one passed in (e.g. from
     # another pallas_call) may have been signalled elsewhere.
-    if not dma_sem(value) or "scratch" not in value.root and "run_scoped" not in value.root:
+    if not dma_sem(value) or not local_allocation(value.root):
         return True
     root = sem_root(value)
     return root is None or root in proto.started
