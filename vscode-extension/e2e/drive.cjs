@@ -1,0 +1,201 @@
+// Drives code-server (VS Code in the browser) through Debian's Chromium with
+// playwright-core; started by run.sh, which sets the E2E_* variables.
+//
+// Steps: open buggy_kernel.py; the pallas-lsp status bar item turns to
+// "running"; PAL101 shows in the Problems panel; the hover on `sem` says
+// "DMA semaphore · shape ()"; the quick fix "Pass the Ref `scratch` instead
+// of reading it" is offered and applied; the line reads `scratch` and the
+// Problems panel is empty. Selectors are VS Code 1.139 internals.
+"use strict";
+
+const path = require("node:path");
+const fs = require("node:fs");
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const URL = env("E2E_URL");
+const OUT = env("E2E_OUT");
+const IMG = env("E2E_IMG");
+const { chromium } = require(env("E2E_PLAYWRIGHT"));
+
+const CODE = "PAL101";
+const HOVER = "DMA semaphore · shape ()";
+const FIX = "Pass the Ref `scratch` instead of reading it";
+const BUGGY = "make_async_copy(scratch[...], o_hbm, sem)";
+const FIXED = "make_async_copy(scratch, o_hbm, sem)";
+// 1-based line:column of the flagged `scratch[...]` and of `sem` in the fixture
+const FLAGGED_AT = "15:35";
+const SEM_AT = "15:56";
+
+const started = Date.now();
+function log(message) {
+  const s = ((Date.now() - started) / 1000).toFixed(1).padStart(6);
+  process.stderr.write(`[drive ${s}s] ${message}\n`);
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: env("E2E_CHROMIUM"),
+    headless: true,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--no-first-run",
+      "--disable-dev-shm-usage",
+    ],
+  });
+  const context = await browser.newContext({ viewport: { width: 1200, height: 680 }, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const consoleLines = [];
+  page.on("console", (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+  let step = "start";
+  const shot = async (name, dir = OUT) => {
+    const file = path.join(dir, name);
+    await page.screenshot({ path: file });
+    log(`screenshot ${file} (${fs.statSync(file).size} bytes)`);
+  };
+
+  try {
+    step = "load the workbench";
+    log(`${step}: ${URL}`);
+    await page.goto(URL, { waitUntil: "domcontentloaded", timeout: 120_000 });
+    await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
+    await page.locator(".explorer-folders-view, .explorer-viewlet").first().waitFor({ timeout: 60_000 });
+    // let the workbench settle (extensions scanned, restored views)
+    await page.waitForTimeout(2000);
+
+    step = "open buggy_kernel.py";
+    log(step);
+    await openFile(page, "buggy_kernel.py");
+    const lineWithBug = page.locator(".monaco-editor .view-line", { hasText: "make_async_copy" });
+    await lineWithBug.first().waitFor({ timeout: 30_000 });
+
+    step = "the server starts (status bar)";
+    log(step);
+    const status = page.locator(".statusbar-item", { hasText: "pallas-lsp" });
+    await status.first().waitFor({ timeout: 60_000 });
+    await page.waitForFunction(() => {
+      const items = [...document.querySelectorAll(".statusbar-item")];
+      const item = items.find((el) => el.textContent && el.textContent.includes("pallas-lsp"));
+      return item && item.querySelector(".codicon-check");
+    }, null, { timeout: 90_000 });
+
+    step = `${CODE} in the Problems panel`;
+    log(step);
+    await page.keyboard.press("Control+Shift+M");
+    const markers = page.locator(".markers-panel");
+    await markers.waitFor({ timeout: 30_000 });
+    const row = markers.locator(".monaco-list-row", { hasText: CODE });
+    await row.first().waitFor({ timeout: 60_000 });
+    const rowText = await row.first().innerText();
+    log(`problems row: ${rowText.replace(/\s+/g, " ")}`);
+    if (!rowText.includes("must be Refs")) throw new Error(`unexpected problem text: ${rowText}`);
+    await page.locator(".monaco-editor .squiggly-error").first().waitFor({ timeout: 10_000 });
+    await shot("vscode-problems.png", IMG);
+
+    step = "hover on `sem`";
+    log(step);
+    await goTo(page, SEM_AT);
+    await page.waitForTimeout(300);
+    // Ctrl+K Ctrl+I: editor.action.showHover at the cursor
+    await page.keyboard.press("Control+K");
+    await page.keyboard.press("Control+I");
+    const hover = page.locator(".monaco-hover:not(.hidden)", { hasText: HOVER });
+    await hover.first().waitFor({ timeout: 30_000 });
+    log(`hover: ${(await hover.first().innerText()).replace(/\s+/g, " ")}`);
+    await shot("vscode-hover.png", IMG);
+    await page.keyboard.press("Escape");
+
+    step = "quick fix";
+    log(step);
+    await goTo(page, FLAGGED_AT);
+    await page.waitForTimeout(300);
+    await page.keyboard.press("Control+.");
+    const item = page.locator(".action-widget .monaco-list-row", { hasText: FIX });
+    await item.first().waitFor({ timeout: 30_000 });
+    const titles = await page.locator(".action-widget .monaco-list-row").allInnerTexts();
+    log(`code actions: ${JSON.stringify(titles.map((t) => t.trim()))}`);
+    await shot("vscode-quickfix.png", IMG);
+    await item.first().click();
+
+    step = "the fix is applied and the diagnostic goes away";
+    log(step);
+    await page.locator(".monaco-editor .view-line", { hasText: FIXED }).first().waitFor({ timeout: 30_000 });
+    if (await page.locator(".monaco-editor .view-line", { hasText: BUGGY }).count()) {
+      throw new Error("the buggy line is still there");
+    }
+    await page.waitForFunction((code) => {
+      const panel = document.querySelector(".markers-panel");
+      return panel && !panel.textContent.includes(code);
+    }, CODE, { timeout: 60_000 });
+    await page.locator(".monaco-editor .squiggly-error").first().waitFor({ state: "detached", timeout: 30_000 });
+    await page.waitForTimeout(500);
+    await shot("vscode-fixed.png", IMG);
+
+    step = "run command (interpret mode)";
+    log(step);
+    // The server side of runs may not exist yet: then the client says so.
+    await quickInput(page, "F1", ">pallas-lsp: Run Kernel in Interpret Mode");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Run Kernel in Interpret Mode" })
+      .first().waitFor({ timeout: 30_000 });
+    await page.keyboard.press("Enter");
+    const toast = page.locator(".notifications-toasts .notification-toast",
+      { hasText: /cannot run kernels yet|pallas-lsp: running|pallas-lsp run/ });
+    await toast.first().waitFor({ timeout: 60_000 });
+    log(`run: ${(await toast.first().innerText()).replace(/\s+/g, " ").slice(0, 300)}`);
+    await shot("run-command.png");
+    await page.keyboard.press("Escape");
+
+    step = "the output channel";
+    log(step);
+    await status.first().click();
+    await page.locator(".monaco-editor .view-line", { hasText: "starting pallas-lsp" }).first()
+      .waitFor({ timeout: 30_000 });
+    if (await page.locator(".monaco-editor .view-line", { hasText: "[error]" }).count()) {
+      throw new Error("the output channel shows an error");
+    }
+    await page.waitForTimeout(1000);
+    await shot("output-channel.png");
+    log("PASSED");
+  } catch (err) {
+    log(`FAILED at step "${step}": ${err && err.stack ? err.stack : err}`);
+    await page.screenshot({ path: path.join(OUT, "failure.png") }).catch(() => {});
+    fs.writeFileSync(path.join(OUT, "failure.html"), await page.content().catch(() => ""));
+    process.exitCode = 1;
+  } finally {
+    fs.writeFileSync(path.join(OUT, "browser-console.log"), consoleLines.join("\n") + "\n");
+    await browser.close();
+  }
+}
+
+async function quickInput(page, opener, text) {
+  await page.keyboard.press(opener);
+  const input = page.locator(".quick-input-widget input");
+  await input.first().waitFor({ state: "visible", timeout: 30_000 });
+  await input.first().fill(text);
+  return input.first();
+}
+
+async function openFile(page, name) {
+  await page.locator(".monaco-workbench").click({ position: { x: 600, y: 300 } }).catch(() => {});
+  await quickInput(page, "Control+P", name);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 30_000 });
+  await page.keyboard.press("Enter");
+  await page.locator(".tab.active", { hasText: name }).waitFor({ timeout: 30_000 });
+}
+
+async function goTo(page, lineColumn) {
+  // Quick Open with ":line:column" goes to that position in the active editor
+  // (Ctrl+G is taken by the browser build's keybindings).
+  await quickInput(page, "Control+P", `:${lineColumn}`);
+  await page.waitForTimeout(200);
+  await page.keyboard.press("Enter");
+  await page.locator(".quick-input-widget").first().waitFor({ state: "hidden", timeout: 10_000 });
+}
+
+main().catch((err) => {
+  log(`error: ${err && err.stack ? err.stack : err}`);
+  process.exitCode = 1;
+});
