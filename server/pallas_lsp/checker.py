@@ -72,6 +72,9 @@ def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool
             problems.append(problem)
             continue
         analysis = analyze(text, str(path), resolver=resolver)
+        if analysis.internal_error:
+            problems.append(Problem(path, "internal", "pallas-lsp could not analyse this file "
+                                    f"({analysis.internal_error}); please report it"))
         if analysis.syntax_error:
             line = int(analysis.syntax_error.split(":")[0].split()[-1]) \
                 if analysis.syntax_error.startswith("line ") else 1

@@ -94,7 +94,8 @@ def _check(args) -> int:
                      "severity": finding.severity.value})
     for p in problems:
         rows.append({"path": str(p.path), "line": p.line, "column": 1, "end_line": p.line,
-                     "end_column": 1, "code": "E902" if p.kind != "syntax" else "E999",
+                     "end_column": 1,
+                     "code": {"syntax": "E999", "internal": "E001"}.get(p.kind, "E902"),
                      "message": p.message, "severity": "error"})
     if args.output_format == "json":
         print(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -64,3 +64,25 @@ def test_odd_unicode_columns_are_code_points():
     (f,) = a.findings
     line = src.split("\n")[f.span.line]
     assert line[f.span.col:f.span.end_col] == "sems"
+
+
+def test_newer_python_syntax_is_not_a_syntax_error():
+    src = HEADER + KERNEL.format(n=1).replace("def kernel1(", "def kernel1[T: (int, str)](") \
+        + "\ntype Pair[T] = tuple[T, T]\nclass Box[T]:\n    pass\n"
+    a = analyze(src)
+    assert a.syntax_error is None
+    assert [f.code for f in a.findings] == ["PAL103"]
+
+
+def test_an_engine_bug_costs_one_file_not_the_caller(monkeypatch):
+    import types
+
+    import pallas_lsp.engine.analyze as analyze_mod
+
+    def broken(ctx):
+        raise IndexError("simulated engine bug")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(analyze_mod, "RULES", (types.SimpleNamespace(CODE="PAL999", check=broken),))
+    a = analyze(HEADER + KERNEL.format(n=1))
+    assert a.findings == [] and "simulated engine bug" in a.internal_error

@@ -269,6 +269,7 @@ class Analysis:
     names: list[NameInfo] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)  # names of kernels found
     syntax_error: str | None = None  # first syntax error, if any (file still analysed)
+    internal_error: str | None = None  # the engine failed on this file (a bug to report)
 
     def name_at(self, line: int, col: int) -> NameInfo | None:
         best = None

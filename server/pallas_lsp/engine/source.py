@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 
 from pallas_lsp.engine.model import Span
@@ -53,6 +54,15 @@ def parse(text: str) -> Source:
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", " ")
     lines = text.split("\n")
     work = list(lines)
+    try:
+        return Source(text, lines, ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    if sys.version_info < (3, 12):
+        # Code written for a newer Python than the one we run on (PEP 695
+        # type parameters, `type X = ...`) is not a syntax error: blank the
+        # new syntax, keeping every column where it was.
+        work = [_strip_type_params(line) for line in work]
     first_error: str | None = None
     blanked: set[int] = set()
     for _ in range(_MAX_REPAIRS):
@@ -94,3 +104,34 @@ def _repair(work: list[str], bad: int, blanked: set[int]) -> bool:
 
 def _starts_top_level(line: str) -> bool:
     return bool(line) and not line[0].isspace() and not line.startswith(("#", ")", "]", "}"))
+
+
+_TYPE_PARAMS = re.compile(r"^(\s*(?:async\s+def|def|class)\s+[A-Za-z_]\w*\s*)\[")
+_TYPE_ALIAS = re.compile(r"^(\s*)type(\s+[A-Za-z_]\w*\s*)(\[|=)")
+
+
+def _strip_type_params(line: str) -> str:
+    m = _TYPE_PARAMS.match(line)
+    if m:
+        return _blank_brackets(line, m.end() - 1)
+    m = _TYPE_ALIAS.match(line)
+    if m:  # `type Name[T] = X` -> `Name        = X` (same length)
+        name = m.group(2).strip()
+        head = name + " " * (4 + len(m.group(2)) - len(name))
+        line = m.group(1) + head + line[m.end(2):]
+        if m.group(3) == "[":
+            line = _blank_brackets(line, m.end() - 1)
+    return line
+
+
+def _blank_brackets(line: str, start: int) -> str:
+    """Replace `[...]` starting at `start` (with nesting) by spaces."""
+    depth = 0
+    for i in range(start, len(line)):
+        if line[i] in "[(":
+            depth += 1
+        elif line[i] in "])":
+            depth -= 1
+            if depth == 0:
+                return line[:start] + " " * (i + 1 - start) + line[i + 1:]
+    return line
