@@ -100,6 +100,7 @@ class Interpreter:
         self.kernels_done: set[int] = set()
         self._kernel_id = 0  # kernel of the frame being executed (for events)
         self._kernel_count = 0
+        self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
 
     # ------------------------------------------------------------ driver
 
@@ -110,6 +111,7 @@ class Interpreter:
             frame = Frame(self.module_scope, kernel=False)
             self.exec_body(self.src.tree.body, frame)
             self._flush_pending()
+            self._run_escaped(frame)
             # Functions nobody called in this file (wrappers, tests, methods):
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
@@ -118,12 +120,23 @@ class Interpreter:
                     func = Func(node=node, scope=self.module_scope)
                     self.call_func(func, [], {}, frame, unknown_params=True)
                     self._flush_pending()
+                    self._run_escaped(frame)
         except Budget:
             pass
         except RecursionError:
             pass
         finally:
             sys.setrecursionlimit(old)
+
+    def _run_escaped(self, frame: Frame) -> None:
+        """Functions handed to code we do not model (jax.jit, shard_map,
+        vmap...) run later with unknown arguments, but in their own closure:
+        that is where their pallas_call finds its specs."""
+        while self._escaped_funcs:
+            func = self._escaped_funcs.pop()
+            if id(func.node) not in self._entered:
+                self.call_func(func, [], {}, frame, unknown_params=True)
+                self._flush_pending()
 
     def _flush_pending(self) -> None:
         """Kernels of pallas_calls that were never called with operands."""
@@ -795,6 +808,8 @@ class Interpreter:
                 self.escape(item)
         elif isinstance(value, SeqOf):
             self.escape(value.elem)
+        elif isinstance(value, Func):
+            self._escaped_funcs.append(value)
 
     def call_func(self, func: Func, args: list[Value], kwargs: dict[str, Value],
                   frame: Frame, *, unknown_params: bool = False,
