@@ -257,3 +257,53 @@ def test_scalar_prefetch_value_used_as_index_is_fine():
                            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
                                            pltpu.SemaphoreType.DMA]))
     """) == []
+
+
+def test_kernel_chosen_by_a_flag_is_checked_in_each_variant():
+    # paged_attention's pattern: `kernel = a if flag else b`, then partial.
+    assert codes("""
+        def kernel_a(x_hbm, o_hbm, sems):
+            c = pltpu.make_async_copy(x_hbm, o_hbm, sems)
+            c.start()
+            c.wait()
+
+        def kernel_b(x_hbm, o_hbm, sems):
+            c = pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0])
+            c.start()
+            c.wait()
+
+        def wrapper(x, fast, scale):
+            if fast:
+                kernel = kernel_a
+            else:
+                kernel = kernel_b
+            return pl.pallas_call(
+                functools.partial(kernel),
+                out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
+    """) == ["PAL103"]
+
+
+def test_kernel_inside_a_jitted_closure_is_found():
+    assert codes("""
+        def outer(x, n):
+            scratch = [pltpu.SemaphoreType.DMA((2,))]
+
+            @jax.jit
+            def call(x):
+                return pl.pallas_call(
+                    functools.partial(kernel, n=n),
+                    out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                    in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                    out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                    scratch_shapes=scratch)(x)
+
+            return jax.shard_map(call, mesh=None, in_specs=None, out_specs=None)(x)
+
+        def kernel(x_hbm, o_hbm, sems, *, n, debug=False):
+            c = pltpu.make_async_copy(x_hbm, o_hbm, sems)
+            c.start()
+            c.wait()
+    """) == ["PAL103"]

@@ -7,14 +7,14 @@ Mirrors jax/_src/pallas/pallas_call.py and pallas/core.py as measured on jax
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.imports import Imported
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, GridSpec, ShapeDtype, SliceVal, Spec)
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, ShapeDtype, SliceVal, Spec)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -399,6 +399,11 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
     if pc.node_id in interp.kernels_done:
         return
     interp.kernels_done.add(pc.node_id)
+    if isinstance(pc.kernel, Choice):  # `kernel = a if flag else b`: check each
+        for i, option in enumerate(pc.kernel.options):
+            run_kernel(interp, replace(pc, kernel=option, node_id=hash((pc.node_id, i))), n_args,
+                       frame)
+        return
     kernel = pc.kernel
     if not isinstance(kernel, (Func, Imported)):
         return

@@ -20,8 +20,8 @@ from pallas_lsp.engine.events import Arg, DescOp, DmaCall, Events, RefAccess, Sc
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, GridSpec, SeqOf, ShapeDtype,
-                                      SliceVal, Spec, as_view, join, join_all)
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, GridSpec, SeqOf,
+                                      ShapeDtype, SliceVal, Spec, as_view, join, join_all)
 
 MAX_DEPTH = 12  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -713,6 +713,9 @@ class Interpreter:
         if isinstance(func, Func):
             return self.call_func(func, [a.value for a in args],
                                   {k: a.value for k, a in kwargs.items()}, frame)
+        if isinstance(func, Choice):
+            return self.join_values([self.call(option, args, kwargs, node, frame)
+                                     for option in func.options])
         if isinstance(func, Bound):
             return self.call_method(func, args, kwargs, node, frame)
         if isinstance(func, binding.PallasCallable):
@@ -810,6 +813,9 @@ class Interpreter:
             self.escape(value.elem)
         elif isinstance(value, Func):
             self._escaped_funcs.append(value)
+        elif isinstance(value, Choice):
+            for option in value.options:
+                self.escape(option)
 
     def call_func(self, func: Func, args: list[Value], kwargs: dict[str, Value],
                   frame: Frame, *, unknown_params: bool = False,
@@ -1036,6 +1042,10 @@ class Interpreter:
             if isinstance(inner, Imported):
                 return replace(inner, bound_args=inner.bound_args + tuple(args[1:]),
                                bound_kwargs=inner.bound_kwargs + tuple(kwargs.items()))
+            if isinstance(inner, Choice):
+                return Choice(options=tuple(
+                    self.call_api(name, [Arg(args[0].node, option)] + args[1:], kwargs, node, frame)
+                    for option in inner.options))
             return UNKNOWN
         if name in ("lax.fori_loop",):
             return self.fori_loop(args, kwargs, frame)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pallas_lsp.engine.model import (Array, Const, Descriptor, Ref, SemKind, Seq, Shape,
+from pallas_lsp.engine.model import (Array, Const, Descriptor, Func, Ref, SemKind, Seq, Shape,
                                      Space, Unknown, Value)
 
 UNKNOWN = Unknown()
@@ -92,11 +92,28 @@ class SeqOf(Value):
         return f"[{self.elem.describe()}, …]"
 
 
+@dataclass(frozen=True)
+class Choice(Value):
+    """One of a few functions (`kernel = a if flag else b`): a pallas_call
+    given it analyses each."""
+
+    options: tuple = ()
+
+    def describe(self) -> str:
+        return " | ".join(o.describe() for o in self.options)
+
+
+MAX_CHOICES = 4
+
+
 def join(a: Value, b: Value) -> Value:
     """Least upper bound of two values: what a name holds after an if/else
     or a loop. Keeps what both sides agree on, forgets the rest."""
     if a == b:
         return a
+    if isinstance(a, (Func, Choice)) and isinstance(b, (Func, Choice)):
+        options = tuple(dict.fromkeys(_options(a) + _options(b)))
+        return Choice(options=options) if len(options) <= MAX_CHOICES else UNKNOWN
     # `d = None` before a loop that assigns a descriptor: treat as optional.
     if isinstance(a, Const) and a.value is None and isinstance(b, Descriptor):
         return b
@@ -124,6 +141,10 @@ def join(a: Value, b: Value) -> Value:
     if _listlike(a) and _listlike(b):
         return SeqOf(elem=join_all(_elems(a) + _elems(b)))
     return UNKNOWN
+
+
+def _options(v: Value) -> tuple:
+    return v.options if isinstance(v, Choice) else (v,)
 
 
 def _listlike(v: Value) -> bool:
