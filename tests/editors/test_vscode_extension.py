@@ -80,7 +80,11 @@ def test_manifest_declares_trust_activation_and_commands():
     assert m["activationEvents"] == ["onLanguage:python"]
     trust = m["capabilities"]["untrustedWorkspaces"]
     assert trust["supported"] == "limited" and trust["description"]
-    assert set(trust["restrictedConfigurations"]) == {"pallas-lsp.interpreter", "pallas-lsp.python.interpreter"}
+    # Settings that choose what runs (interpreters, run profiles with SSH/TPU
+    # commands) are ignored when they come from an untrusted workspace.
+    assert set(trust["restrictedConfigurations"]) == {
+        "pallas-lsp.interpreter", "pallas-lsp.python.interpreter", "pallas-lsp.runs.profiles",
+        "pallas-lsp.runs.runOnSave", "pallas-lsp.runs.enable"}
     commands = {c["command"]: c for c in m["contributes"]["commands"]}
     assert set(commands) == RUN_COMMANDS | {"pallas-lsp.restartServer", "pallas-lsp.showOutput"}
     for name in RUN_COMMANDS:

@@ -31,6 +31,8 @@ class ClientFeatures:
     dynamic_configuration: bool = False
     inlay_refresh: bool = False
     watched_files: bool = False
+    work_done_progress: bool = False
+    code_lens_refresh: bool = False
 
     @classmethod
     def from_capabilities(cls, caps: types.ClientCapabilities | None) -> "ClientFeatures":
@@ -51,4 +53,6 @@ class ClientFeatures:
             dynamic_configuration=bool(_get(caps, "workspace.did_change_configuration.dynamic_registration", False)),
             inlay_refresh=bool(_get(caps, "workspace.inlay_hint.refresh_support", False)),
             watched_files=bool(_get(caps, "workspace.did_change_watched_files.dynamic_registration", False)),
+            work_done_progress=bool(_get(caps, "window.work_done_progress", False)),
+            code_lens_refresh=bool(_get(caps, "workspace.code_lens.refresh_support", False)),
         )

@@ -23,13 +23,15 @@ from pygls.protocol.json_rpc import JsonRPCNotification
 
 from pallas_lsp import __version__
 from pallas_lsp.engine.model import Analysis, Api, Unknown
-from pallas_lsp.lsp import convert, hover as hover_mod, inlay, noqa_edit, settings as settings_mod
+from pallas_lsp.lsp import code_lens, convert, hover as hover_mod, inlay, noqa_edit, \
+    settings as settings_mod
 from pallas_lsp.lsp.analyses import AnalysisService
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
 from pallas_lsp.lsp.documents import DocumentStore, Snapshot
 from pallas_lsp.lsp.imports import BackgroundResolver
 from pallas_lsp.lsp.jedi_docs import JediDocs
+from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
 from pallas_lsp.lsp.selection import ProjectConfigs, Selected, select
 from pallas_lsp.lsp.settings import SECTION, Settings
 
@@ -62,6 +64,15 @@ class PallasProtocol(LanguageServerProtocol):
                 else:  # a malformed response: fail the waiting request
                     self._handle_response(data["id"], None, error)
             return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
+
+    def _handle_cancel_notification(self, msg_id):
+        # pygls cancels only the outer future of workspace/executeCommand: a
+        # cancelled `pallas-lsp.run` request must stop its run too
+        try:
+            self._server.runs.cancel_request(msg_id)
+        except Exception:
+            log.exception("cancelling the run of request %s failed", msg_id)
+        super()._handle_cancel_notification(msg_id)
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
@@ -115,6 +126,7 @@ class PallasLanguageServer(LanguageServer):
         self._pending_warnings: list[str] = []
         self.initialized = False
         self.first_result = asyncio.Event()  # set when the first diagnostics go out
+        self.runs = RunManager(self)  # runs from the editor and their diagnostics
 
     # ------------------------------------------------------------ errors
 
@@ -146,6 +158,11 @@ class PallasLanguageServer(LanguageServer):
             self.settings_generation += 1
             self.refresh(inlays=(old.inlay_enable, old.inlay_parameters, old.inlay_assignments)
                          != (new.inlay_enable, new.inlay_parameters, new.inlay_assignments))
+            if old.runs_enable and not new.runs_enable:
+                self.runs.cancel()  # runs were turned off (e.g. the workspace is no longer trusted)
+            if (old.runs_enable, old.runs_code_lens) != (new.runs_enable, new.runs_code_lens) \
+                    and self.initialized and self.feats.code_lens_refresh:
+                self._request_quietly(self.workspace_code_lens_refresh_async(None))
 
     def warn(self, message: str) -> None:
         if message in self._shown_warnings:
@@ -236,8 +253,10 @@ class PallasLanguageServer(LanguageServer):
         return select(analysis.findings, self.settings, self.projects.for_path(snap.path), snap.path)
 
     def diagnostics(self, snap: Snapshot, analysis: Analysis) -> list[types.Diagnostic]:
+        """The engine's diagnostics and the last run's (source "pallas-lsp run")."""
         return [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
-                for s in self.selected(snap, analysis)]
+                for s in self.selected(snap, analysis)] \
+            + self.runs.merged_for(snap.uri, snap.index)
 
     def schedule_diagnostics(self, uri: str, delay_s: float | None = None) -> None:
         if self.feats.pull_diagnostics:
@@ -316,18 +335,25 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         await ls.pull_configuration()
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls: PallasLanguageServer, params):
+    async def shutdown(ls: PallasLanguageServer, params):
         for uri in ls.documents.uris():
             ls.debouncer.cancel(uri)
+        await ls.runs.shutdown(5.0)  # no run outlives the server
+
+    @server.feature(types.EXIT)
+    def exit_(ls: PallasLanguageServer, params):
+        ls.runs.cancel_all(wait_s=2.0)
 
     # ---------------------------------------------------------- documents
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: PallasLanguageServer, params: types.DidOpenTextDocumentParams):
+        ls.runs.opened(params.text_document.uri)
         ls.schedule_diagnostics(params.text_document.uri, 0.0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: PallasLanguageServer, params: types.DidChangeTextDocumentParams):
+        ls.runs.clear_file(params.text_document.uri)  # an edit clears the file's run diagnostics
         ls.schedule_diagnostics(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -339,15 +365,17 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             ls.refresh()
         elif ls.documents.get(uri) is not None:
             ls.schedule_diagnostics(uri, 0.0)
+            ls.runs.start_on_save(uri)  # only with runs.runOnSave (off by default)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: PallasLanguageServer, params: types.DidCloseTextDocumentParams):
         uri = params.text_document.uri
         ls.debouncer.cancel(uri)
         ls.analyses.forget(uri)
-        if not ls.feats.pull_diagnostics:
+        run_diags = ls.runs.closed(uri)  # run diagnostics stay until the next run
+        if not ls.feats.pull_diagnostics or run_diags:
             ls.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=run_diags))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: PallasLanguageServer,
@@ -379,7 +407,8 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             if ls.is_current(snap):
                 break
         ls.first_result.set()
-        result_id = f"{snap.version}:{ls.settings_generation}:{len(snap.text)}:{hash(snap.text)}"
+        result_id = (f"{snap.version}:{ls.settings_generation}:{ls.runs.generation}:"
+                     f"{len(snap.text)}:{hash(snap.text)}")
         if params.previous_result_id == result_id:
             return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
         return types.RelatedFullDocumentDiagnosticReport(
@@ -524,6 +553,36 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         return inlay.inlay_hints(analysis.names, snap.index, ls.feats.encoding, ls.settings,
                                  params.range.start.line, params.range.end.line)
 
+    # ---------------------------------------------------------- runs
+
+    @server.command(RUN_COMMAND)
+    async def run_command(ls: PallasLanguageServer, *args):
+        """{"uri", "target"?, "mode"?, "races"?, "profile"?} -> {status, summary, diagnostics}"""
+        return await ls.runs.run_command(*args)
+
+    @server.command(CANCEL_COMMAND)
+    def cancel_run_command(ls: PallasLanguageServer, *args):
+        return ls.runs.cancel_command(*args)
+
+    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def work_done_progress_cancel(ls: PallasLanguageServer, params: types.WorkDoneProgressCancelParams):
+        ls.runs.cancel_token(params.token)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    def code_lenses(ls: PallasLanguageServer, params: types.CodeLensParams):
+        settings = ls.settings
+        if not (settings.runs_enable and settings.runs_code_lens):
+            return []
+        snap = ls.snapshot(params.text_document.uri)
+        if snap is None or not snap.path:
+            return []
+        try:
+            return code_lens.code_lenses(snap.uri, snap.text, snap.path, snap.index,
+                                         ls.feats.encoding)
+        except Exception:  # lenses are a convenience: never an error
+            log.exception("code lenses for %s failed", snap.uri)
+            return []
+
     # ---------------------------------------------------------- test hook
 
     @server.feature(DOCUMENT_STATE)
@@ -605,6 +664,10 @@ def run(tcp: str | None = None, log_file: str | None = None) -> None:
         log.exception("the server stopped on an error")
     finally:
         code = 0 if server.protocol._shutdown else 1
+        try:
+            server.runs.cancel_all(wait_s=3.0)  # the client went away: no orphans
+        except Exception:
+            pass
         logging.shutdown()
         # the stdin reader thread may still block in readline(); don't wait for it
         os._exit(code)

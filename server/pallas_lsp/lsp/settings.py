@@ -10,6 +10,8 @@ docs/configuration.md documents every option.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
 import re
 import shutil
@@ -20,6 +22,19 @@ SECTION = "pallas-lsp"
 
 SEVERITIES = ("error", "warning", "info", "hint")
 _CODE_PREFIX = re.compile(r"^[A-Z]+[0-9]*$")
+
+
+class FrozenDict(dict):
+    """A read-only, hashable dict (for object-valued settings such as
+    runs.profiles: Settings is frozen and compared with ==)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(json.dumps(self, sort_keys=True, default=str))
+
+    def _readonly(self, *args, **kwargs):
+        raise TypeError("settings are read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,14 @@ class Settings:
     jedi_timeout_ms: int = 2000
     # python
     python_interpreter: str | None = None
+    # runs (pallas-lsp run from the editor; docs/runs.md)
+    runs_enable: bool = True
+    runs_timeout_s: float = 300
+    runs_devices: int | None = None
+    runs_profile: str = "local"
+    runs_profiles: FrozenDict = FrozenDict()  # name -> profile object
+    runs_code_lens: bool = True
+    runs_run_on_save: bool = False
 
     def rule_enabled(self, code: str) -> bool:
         if self.select is not None and not any(code.startswith(p) for p in self.select):
@@ -143,6 +166,40 @@ def _url_template(value: Any) -> str | None:
     return value
 
 
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value <= 86_400:
+        raise ValueError("expected a number of seconds between 0 and 86400")
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _opt_devices(value: Any) -> int | None:
+    if value is None:
+        return None
+    return _int_range(1, 4096)(value)
+
+
+def _profile_name(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected the name of a profile, e.g. \"local\"")
+    return value.strip()
+
+
+def _profiles(value: Any) -> FrozenDict:
+    if value is None:
+        return FrozenDict()
+    if not isinstance(value, dict):
+        raise ValueError('expected an object such as {"box": {"kind": "ssh", "host": "..."}}')
+    from pallas_lsp.runs.profiles import ProfileError, validate_profile
+
+    for name, data in value.items():
+        try:
+            validate_profile(name, data)
+        except ProfileError as exc:
+            raise ValueError(str(exc)) from None
+    return FrozenDict(value)
+
+
 # setting key (as the client spells it) -> (Settings field, validator)
 OPTIONS: dict[str, tuple[str, Any]] = {
     "rules.select": ("select", _codes_or_all),
@@ -159,6 +216,13 @@ OPTIONS: dict[str, tuple[str, Any]] = {
     "hover.jedi": ("hover_jedi", _bool),
     "hover.jediTimeoutMs": ("jedi_timeout_ms", _int_range(0, 60_000)),
     "python.interpreter": ("python_interpreter", _interpreter),
+    "runs.enable": ("runs_enable", _bool),
+    "runs.timeoutS": ("runs_timeout_s", _seconds),
+    "runs.devices": ("runs_devices", _opt_devices),
+    "runs.profile": ("runs_profile", _profile_name),
+    "runs.profiles": ("runs_profiles", _profiles),
+    "runs.codeLens": ("runs_code_lens", _bool),
+    "runs.runOnSave": ("runs_run_on_save", _bool),
 }
 
 _GROUPS = {key.split(".", 1)[0] for key in OPTIONS}
@@ -224,6 +288,8 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return "[" + ", ".join(map(str, value)) + "]"
+    if isinstance(value, dict):
+        return json.dumps(value)
     return str(value)
 
 
