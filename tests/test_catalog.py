@@ -57,6 +57,9 @@ EXAMPLES = {
     "Can only call `store` on a `Ref`: JitTracer(float32[8,128]).": "PAL206",
     "Non-decrementing wait is not supported.": "PAL207",
     "Cannot allocate HBM in `run_scoped`.": "PAL208",
+    "shift must be non-negative.": "PAL209",
+    "axis is out of range.": "PAL209",
+    "stride and stride_axis must be both specified or not.": "PAL209",
     "ERROR:root:AsyncCopyDescriptor was not used."
     " Did you mean to call `start` or `wait` on it?": "PAL301",
     "Semaphore 2000 has non-zero count for 0 (global core 0) at kernel exit: 4096": "PAL302",

@@ -105,10 +105,23 @@ class ScopedAlloc:
 
 
 @dataclass
+class RollCall:
+    """pltpu.roll(x, shift, axis, *, stride=None, stride_axis=None)."""
+
+    node: ast.Call
+    x: Arg
+    shift: Arg | None
+    axis: Arg | None
+    stride: Arg | None
+    stride_axis: Arg | None
+
+
+@dataclass
 class Events:
     dmas: list[DmaCall] = field(default_factory=list)
     sem_ops: list[SemOp] = field(default_factory=list)
     accesses: list[RefAccess] = field(default_factory=list)
     scoped: list[ScopedAlloc] = field(default_factory=list)
+    rolls: list[RollCall] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)

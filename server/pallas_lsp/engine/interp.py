@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from pallas_lsp.engine import api, binding, imports
 from pallas_lsp.engine.imports import Imported
-from pallas_lsp.engine.events import Arg, DescOp, DmaCall, Events, RefAccess, ScopedAlloc, SemOp
+from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, RefAccess, RollCall,
+                                     ScopedAlloc, SemOp)
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
@@ -980,6 +981,14 @@ class Interpreter:
                     return Array(origin="load", shape=shape,
                                  dtype=getattr(ref.value, "dtype", None))
             return Const(value=None)
+        if t == "roll":
+            x = _pick(args, kwargs, 0, "x")
+            if x is not None:
+                self.events.rolls.append(RollCall(
+                    node=node, x=x, shift=_pick(args, kwargs, 1, "shift"),
+                    axis=_pick(args, kwargs, 2, "axis"), stride=kwargs.get("stride"),
+                    stride_axis=kwargs.get("stride_axis")))
+            return Array(origin="pltpu.roll", shape=getattr(x.value, "shape", None) if x else None)
         if t == "get_barrier_semaphore":
             return Ref(origin="pltpu.get_barrier_semaphore()", space=Space.SEMAPHORE, shape=(),
                        sem=SemKind.BARRIER)

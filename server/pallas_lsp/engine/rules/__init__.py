@@ -12,7 +12,7 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal203_sem_op_wrong_type, pal204_direct_hbm_access,
                                      pal205_store_ref_into_ref, pal206_load_store_on_value,
                                      pal207_non_decrementing_wait, pal208_run_scoped_hbm,
-                                     pal301_unused_descriptor, pal302_dma_never_waited,
+                                     pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited,
                                      pal303_wait_without_start, pal304_dma_regular_sem_start,
                                      pal305_dma_shape_mismatch)
 
@@ -23,7 +23,7 @@ RULES = (
     pal111_dma_add, pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
     pal203_sem_op_wrong_type, pal204_direct_hbm_access, pal205_store_ref_into_ref,
     pal206_load_store_on_value, pal207_non_decrementing_wait, pal208_run_scoped_hbm,
-    pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
+    pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
     pal304_dma_regular_sem_start, pal305_dma_shape_mismatch,
 )
 
