@@ -307,3 +307,18 @@ def test_kernel_inside_a_jitted_closure_is_found():
             c.start()
             c.wait()
     """) == ["PAL103"]
+
+
+def test_lambda_kernel_forwards_refs_to_the_real_kernel():
+    assert codes("""
+        def kernel(x_hbm, o_hbm, sems, factor):
+            c = pltpu.make_async_copy(x_hbm, o_hbm, sems)
+            c.start()
+            c.wait()
+
+        k = lambda x_hbm, o_hbm, sems: kernel(x_hbm, o_hbm, sems, 2)
+        pl.pallas_call(k, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                       scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
+    """) == ["PAL103"]
