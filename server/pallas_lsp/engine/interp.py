@@ -146,9 +146,19 @@ class Interpreter:
             binding.run_kernel(self, pc, None, frame)
 
     def _all_functions(self, tree: ast.AST):
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield node
+        """Every def, in source order. Defs are statements, so only statement
+        bodies are searched (much cheaper than ast.walk over expressions)."""
+        out: list[ast.AST] = []
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for child in reversed(getattr(node, name, None) or ()):
+                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        out.append(child)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                        stack.append(child)
+        return out
 
     def _tick(self) -> None:
         self._steps += 1
