@@ -163,7 +163,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_server(name: str, argv: list[str], files: list[Path], args) -> dict:
-    init_options = {"diagnostics": {"debounceMs": args.debounce_ms}} if name == "pallas-lsp" else {}
+    init_options = ({"diagnostics": {"debounceMs": args.debounce_ms}, "hover": {"jedi": not args.no_jedi}}
+                    if name == "pallas-lsp" else {})
     c = Client(argv, env=dict(os.environ))
     root = files[0].parent
     caps = {"textDocument": {"hover": {"contentFormat": ["markdown", "plaintext"]},
@@ -245,6 +246,7 @@ def main() -> None:
     ap.add_argument("--debounce-ms", type=int, default=0)
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--no-jls", action="store_true")
+    ap.add_argument("--no-jedi", action="store_true", help="pallas-lsp without jedi API docs")
     args = ap.parse_args()
     files = args.files or default_files()
     servers = [("pallas-lsp", [sys.executable, "-m", "pallas_lsp", "serve"])]
