@@ -8,6 +8,7 @@ jedi, the interpreter or jax is unavailable, or when jedi is too slow.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 from dataclasses import dataclass
@@ -116,6 +117,7 @@ class JediDocs:
         """One API per job, each queueing the next: a hover that arrives
         meanwhile waits for one inference, not for the whole warm-up."""
         if i >= len(_WARM_APIS):
+            gc.freeze()  # jedi's caches live as long as the server: keep them out of GC scans
             return
         try:
             self._script(_WARM_SOURCE, None).infer(3 + i, len(_WARM_APIS[i]))

@@ -652,12 +652,11 @@ def run(tcp: str | None = None, log_file: str | None = None) -> None:
     process when the client disconnects: 0 after a shutdown request, else 1."""
     setup_logging(log_file)
     server = create_server()
-    # Each analysis makes many short-lived objects (AST, values); the default
-    # collector thresholds turn that into full collections over everything the
-    # server (and jedi) keep alive, which showed up as 100-500 ms edit stalls.
-    # Freeze what startup created and collect young objects less eagerly.
+    # Full collections over everything the server and jedi keep alive showed
+    # up as 100-500 ms edit stalls. Long-lived objects are frozen out of the
+    # collector: now, and again once jedi's caches are warm (jedi_docs.py).
     gc.freeze()
-    gc.set_threshold(20_000, 50, 100)
+    gc.set_threshold(10_000, 10, 10)  # fewer young collections: each analysis makes ~10^5 objects
     log.info("pallas-lsp %s starting (%s)", __version__, f"tcp {tcp}" if tcp else "stdio")
     try:
         if tcp:
