@@ -26,7 +26,8 @@ _WARM_APIS = ("pl.pallas_call", "pl.BlockSpec", "pl.program_id", "pl.num_program
               "pl.ds", "pl.run_scoped", "pl.semaphore_signal", "pl.semaphore_wait",
               "pltpu.make_async_copy", "pltpu.async_copy", "pltpu.sync_copy",
               "pltpu.make_async_remote_copy", "pltpu.SemaphoreType", "pltpu.VMEM",
-              "pltpu.PrefetchScalarGridSpec", "pltpu.emit_pipeline", "pltpu.CompilerParams")
+              "pltpu.PrefetchScalarGridSpec", "pltpu.emit_pipeline", "pltpu.CompilerParams",
+              "pl.ANY", "pltpu.SMEM", "pltpu.HBM", "pltpu.InterpretParams")
 _WARM_SOURCE = ("from jax.experimental import pallas as pl\n"
                 "from jax.experimental.pallas import tpu as pltpu\n"
                 + "".join(f"{name}\n" for name in _WARM_APIS))
@@ -124,6 +125,18 @@ class JediDocs:
         except Exception:
             return
         self._worker.submit(self._warm_one, i + 1)
+
+    def preparse(self, source: str, path: str | None) -> None:
+        """Let jedi parse an opened file in the background, so the first API
+        hover in it does not pay for the parse (parso caches it by path)."""
+        if self.available is not False and path:
+            self._worker.submit(self._preparse, source, path)
+
+    def _preparse(self, source: str, path: str) -> None:
+        try:
+            self._script(source, path).get_context()
+        except Exception:
+            pass
 
     def _lookup(self, source: str, path: str | None, line: int, col: int) -> ApiDoc | None:
         """`line` 0-based, `col` in code points (jedi counts code points too)."""

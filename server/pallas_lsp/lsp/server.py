@@ -190,6 +190,11 @@ class PallasLanguageServer(LanguageServer):
         if inlays and self.feats.inlay_refresh:
             self._request_quietly(self.workspace_inlay_hint_refresh_async(None))
 
+    def preparse(self, uri: str) -> None:
+        snap = self.snapshot(uri)
+        if snap is not None:
+            self.jedi.preparse(snap.text, snap.path)
+
     async def warm_up_later(self) -> None:
         """Warm jedi and the catalog's source links after the first
         diagnostics (or 2 s): both compete with the first analysis for the
@@ -351,6 +356,9 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     def did_open(ls: PallasLanguageServer, params: types.DidOpenTextDocumentParams):
         ls.runs.opened(params.text_document.uri)
         ls.schedule_diagnostics(params.text_document.uri, 0.0)
+        if ls.settings.hover_jedi and ls.initialized:
+            # After the first diagnostics are out: jedi's parse competes for the GIL.
+            asyncio.get_running_loop().call_later(0.5, ls.preparse, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: PallasLanguageServer, params: types.DidChangeTextDocumentParams):
