@@ -15,7 +15,7 @@ def noqa_lines(text: str) -> dict[int, frozenset[str] | None]:
     for i, line in enumerate(text.split("\n")):
         if "noqa" not in line.lower():
             continue
-        hash_at = _comment_start(line)
+        hash_at = comment_start(line)
         if hash_at is None:
             continue
         m = _NOQA.search(line, hash_at)
@@ -27,7 +27,7 @@ def noqa_lines(text: str) -> dict[int, frozenset[str] | None]:
     return out
 
 
-def _comment_start(line: str) -> int | None:
+def comment_start(line: str) -> int | None:
     """Index of the `#` that starts a comment, skipping `#` inside one-line
     strings (a `# noqa` inside a multi-line string is rare enough to accept)."""
     quote = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from pallas_lsp.engine.model import Edit, Span
+from pallas_lsp.engine.noqa import comment_start
 
 # flake8's syntax: "# noqa" (everything) or "# noqa: A1, B2" / "# noqa:A1 B2"
 NOQA = re.compile(
@@ -12,33 +13,6 @@ NOQA = re.compile(
     re.IGNORECASE,
 )
 CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
-
-
-def comment_start(line: str) -> int | None:
-    """Index of the '#' that starts a comment on this line, ignoring '#'
-    inside string literals that open and close on the line."""
-    quote: str | None = None
-    i = 0
-    n = len(line)
-    while i < n:
-        ch = line[i]
-        if quote is None:
-            if ch == "#":
-                return i
-            if ch in "'\"":
-                quote = line[i:i + 3] if line[i:i + 3] in ("'''", '"""') else ch
-                i += len(quote)
-                continue
-        else:
-            if ch == "\\":
-                i += 2
-                continue
-            if line.startswith(quote, i):
-                i += len(quote)
-                quote = None
-                continue
-        i += 1
-    return None
 
 
 def find_noqa(line: str):
