@@ -87,3 +87,4 @@ def test_an_engine_bug_costs_one_file_not_the_caller(monkeypatch):
     monkeypatch.setattr(analyze_mod, "RULES", (types.SimpleNamespace(CODE="PAL999", check=broken),))
     a = analyze(HEADER + KERNEL.format(n=1))
     assert a.findings == [] and "simulated engine bug" in a.internal_error
+

@@ -322,3 +322,51 @@ def test_lambda_kernel_forwards_refs_to_the_real_kernel():
                        out_specs=pl.BlockSpec(memory_space=pl.ANY),
                        scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
     """) == ["PAL103"]
+
+
+def test_descriptors_kept_in_instances_of_local_classes():
+    # A dataclass wrapper (as in tpu-inference's causal_conv1d) and a plain
+    # class holding descriptors (as in jax's paged_attention): the engine
+    # follows the fields into the methods.
+    assert codes("""
+        import dataclasses
+
+        @dataclasses.dataclass(frozen=True)
+        class Buffer:
+            hbm_ref: object
+            vmem_ref: object
+
+            def copy_in(self, slot, sem):
+                pltpu.make_async_copy(self.hbm_ref[0], self.vmem_ref.at[slot], sem).start()
+
+            def wait_in(self, slot, sem):
+                pltpu.make_async_copy(self.hbm_ref.at[0], self.vmem_ref.at[slot], sem).wait()
+
+        class Copies:
+            def __init__(self, src, dst, sems):
+                self._copies = []
+                for i in range(2):
+                    self._copies.append(pltpu.make_async_copy(src.at[i], dst.at[i], sems.at[i]))
+
+            def start(self):
+                for c in self._copies:
+                    c.start()
+
+            def wait(self):
+                for c in self._copies:
+                    c.wait()
+
+        def kernel(x_hbm, o_hbm, buf, sems):
+            b = Buffer(hbm_ref=x_hbm, vmem_ref=buf)
+            b.copy_in(0, sems.at[0])
+            b.wait_in(0, sems.at[0])
+            copies = Copies(x_hbm, buf, sems)
+            copies.start()
+            copies.wait()
+
+        pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((2, 8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                       scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                                       pltpu.SemaphoreType.DMA((2,))])
+    """) == ["PAL101", "PAL204"]

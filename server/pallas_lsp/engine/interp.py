@@ -21,8 +21,9 @@ from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, RefAccess, R
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, GridSpec, SeqOf,
-                                      ShapeDtype, SliceVal, Spec, as_view, join, join_all)
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
+                                      Instance, SeqOf, ShapeDtype, SliceVal, Spec, as_view, join,
+                                      join_all)
 
 MAX_DEPTH = 12  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -102,6 +103,7 @@ class Interpreter:
         self._kernel_id = 0  # kernel of the frame being executed (for events)
         self._kernel_count = 0
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
+        self._escaping: set = set()  # instances already escaped (they may refer to themselves)
 
     # ------------------------------------------------------------ driver
 
@@ -220,9 +222,35 @@ class Interpreter:
     stmt_AsyncFunctionDef = stmt_FunctionDef
 
     def stmt_ClassDef(self, node: ast.ClassDef, frame: Frame) -> None:
-        for base in node.bases:
-            self.eval(base, frame)
-        frame.scope.vars[node.name] = UNKNOWN
+        """Plain classes, dataclasses and NamedTuples become ClassVals (kernels
+        keep descriptors and Refs in them); anything fancier stays Unknown."""
+        bases = [self.eval(b, frame) for b in node.bases]
+        decorators = [self.eval(d.func if isinstance(d, ast.Call) else d, frame)
+                      for d in node.decorator_list]
+        record = any(isinstance(d, Api) and d.name in ("dataclasses.dataclass", "dataclass")
+                     or isinstance(d, (Imported,)) and d.name == "dataclass" for d in decorators)
+        namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") or
+                         isinstance(b, Imported) and b.name == "NamedTuple" for b in bases)
+        parents = [b for b in bases if isinstance(b, ClassVal)]
+        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n)
+                    for b, n in zip(bases, node.bases))
+        decorators = [d for d in decorators if not _pytree_registration(d)]
+        if node.keywords or not (plain or namedtuple) or (decorators and not record):
+            frame.scope.vars[node.name] = UNKNOWN
+            return
+        methods, fields = {}, []
+        for parent in parents:  # single inheritance from classes of this file
+            methods.update(parent.methods)
+            fields.extend(f for f in parent.fields if f not in fields)
+            record = record or parent.record
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef) and not stmt.decorator_list:
+                methods[stmt.name] = stmt
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+                    and stmt.target.id not in fields:
+                fields.append(stmt.target.id)
+        frame.scope.vars[node.name] = ClassVal(node, frame.scope, methods, tuple(fields),
+                                               record or namedtuple)
 
     def stmt_Return(self, node: ast.Return, frame: Frame) -> None:
         frame.returns.append(self.eval(node.value, frame) if node.value else Const(value=None))
@@ -372,8 +400,11 @@ class Interpreter:
             base = self.eval(target.value, frame)
             self.store_subscript(target, base, value, value_node, frame)
         elif isinstance(target, ast.Attribute):
-            self.eval(target.value, frame)
-            self.escape(value)
+            base = self.eval(target.value, frame)
+            if isinstance(base, Instance):
+                base.attrs[target.attr] = value
+            else:
+                self.escape(value)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, UNKNOWN, frame, None)
 
@@ -457,6 +488,13 @@ class Interpreter:
         attr = node.attr
         if isinstance(base, Api):
             return Api(name=api.join(base.name, attr))
+        if isinstance(base, Instance):
+            if attr in base.attrs:
+                return base.attrs[attr]
+            method = base.cls.methods.get(attr)
+            if method is not None:
+                return Func(node=method, scope=base.cls.scope, bound_args=(base,))
+            return UNKNOWN
         if isinstance(base, Ref):
             if attr == "at":
                 return AtProxy(ref=base)
@@ -652,15 +690,22 @@ class Interpreter:
     def expr_Call(self, node: ast.Call, frame: Frame) -> Value:
         func = self.eval(node.func, frame)
         args, kwargs = self.eval_args(node, frame)
-        if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS \
-                and isinstance(node.func.value, ast.Name):
-            self.mutate_list(node.func.value.id, node.func.attr, args, frame)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+            receiver = node.func.value
+            if isinstance(receiver, ast.Name):
+                self.mutate_list(frame.scope.vars, receiver.id, node.func.attr, args,
+                                 frame.scope.lookup(receiver.id))
+            elif isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name):
+                owner = frame.scope.lookup(receiver.value.id)
+                if isinstance(owner, Instance):
+                    self.mutate_list(owner.attrs, receiver.attr, node.func.attr, args,
+                                     owner.attrs.get(receiver.attr))
         return self.call(func, args, kwargs, node, frame)
 
-    def mutate_list(self, name: str, method: str, args: list[Arg], frame: Frame) -> None:
-        """`refs.append(r)` / `refs.extend(more)`: a list is a value here, so
-        rebind the name to the grown list (or forget it when we cannot say)."""
-        current = frame.scope.lookup(name)
+    def mutate_list(self, where: dict, name: str, method: str, args: list[Arg],
+                    current: Value | None) -> None:
+        """`refs.append(r)` / `self.refs.extend(more)`: a list is a value here,
+        so rebind the name to the grown list (or forget it when we cannot say)."""
         if not isinstance(current, (Seq, SeqOf)) or (isinstance(current, Seq)
                                                       and current.keys is not None):
             return
@@ -679,7 +724,7 @@ class Interpreter:
             new = SeqOf(elem=join_all(old + elems))
         if new is UNKNOWN:
             self.escape(current)
-        frame.scope.vars[name] = new
+        where[name] = new
 
     def eval_args(self, node: ast.Call, frame: Frame):
         args: list[Arg] = []
@@ -727,6 +772,8 @@ class Interpreter:
         if isinstance(func, Choice):
             return self.join_values([self.call(option, args, kwargs, node, frame)
                                      for option in func.options])
+        if isinstance(func, ClassVal):
+            return self.instantiate(func, args, kwargs, frame)
         if isinstance(func, Bound):
             return self.call_method(func, args, kwargs, node, frame)
         if isinstance(func, binding.PallasCallable):
@@ -797,6 +844,22 @@ class Interpreter:
                 self.events.accesses.append(RefAccess(kind=use.kind, node=a.node, ref=a))
         return UNKNOWN
 
+    def instantiate(self, cls: ClassVal, args: list[Arg], kwargs: dict[str, Arg],
+                    frame: Frame) -> Value:
+        inst = Instance(cls)
+        if cls.record:
+            for name, a in zip(cls.fields, args):
+                inst.attrs[name] = a.value
+            for k, a in kwargs.items():
+                inst.attrs[k] = a.value
+        init = cls.methods.get("__post_init__" if cls.record else "__init__")
+        if init is not None:
+            self.call_func(Func(node=init, scope=cls.scope), [inst] + [a.value for a in args]
+                           if not cls.record else [inst],
+                           {k: a.value for k, a in kwargs.items()} if not cls.record else {},
+                           frame)
+        return inst
+
     def _lost(self, a: Value, b: Value) -> None:
         """Two values merged into Unknown: descriptors inside may still be
         started or waited where we can no longer see them."""
@@ -827,6 +890,10 @@ class Interpreter:
         elif isinstance(value, Choice):
             for option in value.options:
                 self.escape(option)
+        elif isinstance(value, Instance) and value not in self._escaping:
+            self._escaping.add(value)
+            for item in list(value.attrs.values()):
+                self.escape(item)
 
     def call_func(self, func: Func, args: list[Value], kwargs: dict[str, Value],
                   frame: Frame, *, unknown_params: bool = False,
@@ -847,7 +914,8 @@ class Interpreter:
             kid = self._kernel_count
         key = (id(node), in_kernel, kid, unknown_params, _key(args),
                _key(sorted(kwargs.items())), id(func.scope))
-        if key in self._memo:
+        stateful = any(isinstance(v, Instance) for v in list(args) + list(kwargs.values()))
+        if key in self._memo and not stateful:
             return self._memo[key]
         if key in self._active:  # recursion
             return UNKNOWN
@@ -1257,6 +1325,22 @@ _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _built
 _DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
                           "int8", "int64", "uint32", "uint8", "uint16", "bool_",
                           "float8_e4m3fn", "float8_e5m2", "int4")}
+
+
+def _harmless_base(value: Value, node: ast.expr) -> bool:
+    """Bases that add no behaviour the engine would miss."""
+    if isinstance(node, ast.Name) and node.id == "object":
+        return True
+    if isinstance(node, ast.Subscript):  # Generic[T], Protocol[T]
+        node = node.value
+    name = value.name if isinstance(value, Api) else getattr(node, "id", getattr(node, "attr", ""))
+    return name.split(".")[-1] in ("ABC", "Generic", "Protocol")
+
+
+def _pytree_registration(value: Value) -> bool:
+    """@jax.tree_util.register_dataclass and friends leave the class as it is."""
+    return isinstance(value, Api) and value.name.split(".")[-1] in (
+        "register_dataclass", "register_pytree_node_class", "register_static")
 
 
 def _pick(args: list[Arg], kwargs: dict[str, Arg], index: int, keyword: str) -> Arg | None:

@@ -62,7 +62,7 @@ def parse(text: str) -> Source:
         # Code written for a newer Python than the one we run on (PEP 695
         # type parameters, `type X = ...`) is not a syntax error: blank the
         # new syntax, keeping every column where it was.
-        work = [_strip_type_params(line) for line in work]
+        work = _strip_type_params("\n".join(work)).split("\n")
     first_error: str | None = None
     blanked: set[int] = set()
     for _ in range(_MAX_REPAIRS):
@@ -106,32 +106,34 @@ def _starts_top_level(line: str) -> bool:
     return bool(line) and not line[0].isspace() and not line.startswith(("#", ")", "]", "}"))
 
 
-_TYPE_PARAMS = re.compile(r"^(\s*(?:async\s+def|def|class)\s+[A-Za-z_]\w*\s*)\[")
-_TYPE_ALIAS = re.compile(r"^(\s*)type(\s+[A-Za-z_]\w*\s*)(\[|=)")
+_TYPE_PARAMS = re.compile(r"^([ \t]*(?:async[ \t]+def|def|class)[ \t]+[A-Za-z_]\w*[ \t]*)\[", re.M)
+_TYPE_ALIAS = re.compile(r"^([ \t]*)type([ \t]+[A-Za-z_]\w*[ \t]*)(\[|=)", re.M)
 
 
-def _strip_type_params(line: str) -> str:
-    m = _TYPE_PARAMS.match(line)
-    if m:
-        return _blank_brackets(line, m.end() - 1)
-    m = _TYPE_ALIAS.match(line)
-    if m:  # `type Name[T] = X` -> `Name        = X` (same length)
+def _strip_type_params(text: str) -> str:
+    """Blank PEP 695 type parameter lists (which may span lines) and turn
+    `type X = ...` into `X = ...`, keeping every other character in place."""
+    chars = list(text)
+    for m in _TYPE_PARAMS.finditer(text):
+        _blank_brackets(chars, m.end() - 1)
+    for m in _TYPE_ALIAS.finditer(text):
         name = m.group(2).strip()
         head = name + " " * (4 + len(m.group(2)) - len(name))
-        line = m.group(1) + head + line[m.end(2):]
+        chars[m.end(1):m.end(2)] = list(head)  # same length: offsets stay valid
         if m.group(3) == "[":
-            line = _blank_brackets(line, m.end() - 1)
-    return line
+            _blank_brackets(chars, m.end() - 1)
+    return "".join(chars)
 
 
-def _blank_brackets(line: str, start: int) -> str:
-    """Replace `[...]` starting at `start` (with nesting) by spaces."""
+def _blank_brackets(chars: list[str], start: int) -> None:
+    """Replace `[...]` starting at `start` (with nesting) by spaces, keeping newlines."""
     depth = 0
-    for i in range(start, len(line)):
-        if line[i] in "[(":
+    for i in range(start, len(chars)):
+        if chars[i] in "[(":
             depth += 1
-        elif line[i] in "])":
+        elif chars[i] in "])":
             depth -= 1
-            if depth == 0:
-                return line[:start] + " " * (i + 1 - start) + line[i + 1:]
-    return line
+        if chars[i] != "\n":
+            chars[i] = " "
+        if depth == 0:
+            return

@@ -174,3 +174,42 @@ def join_all(values) -> Value:
 
 def as_view(ref: Ref, shape: Shape | None, origin: str) -> Ref:
     return replace(ref, shape=shape, view=True, origin=origin)
+
+
+class ClassVal(Value):
+    """A class defined in the file that the engine can instantiate: plain
+    classes, @dataclass and NamedTuple. Identity semantics."""
+
+    def __init__(self, node, scope, methods: dict, fields: tuple, record: bool):
+        object.__setattr__(self, "origin", f"class {node.name}")
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "scope", scope)
+        object.__setattr__(self, "methods", methods)  # name -> FunctionDef
+        object.__setattr__(self, "fields", fields)  # dataclass / NamedTuple field order
+        object.__setattr__(self, "record", record)  # fields come from the call's arguments
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def describe(self) -> str:
+        return self.origin
+
+
+class Instance(Value):
+    """An instance of a ClassVal. Its attributes are mutable (self.x = ...),
+    so it compares by identity and calls involving it are never memoised."""
+
+    def __init__(self, cls: ClassVal):
+        object.__setattr__(self, "origin", f"{cls.node.name} instance")
+        object.__setattr__(self, "cls", cls)
+        object.__setattr__(self, "attrs", {})
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def describe(self) -> str:
+        return self.origin
