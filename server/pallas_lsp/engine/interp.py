@@ -912,10 +912,12 @@ class Interpreter:
         if kernel is True and not frame.kernel_id:
             self._kernel_count += 1
             kid = self._kernel_count
+        # Instances are mutable: their versions are part of the key.
+        versions = tuple(v.version for v in list(args) + list(kwargs.values())
+                         if isinstance(v, Instance))
         key = (id(node), in_kernel, kid, unknown_params, _key(args),
-               _key(sorted(kwargs.items())), id(func.scope))
-        stateful = any(isinstance(v, Instance) for v in list(args) + list(kwargs.values()))
-        if key in self._memo and not stateful:
+               _key(sorted(kwargs.items())), id(func.scope), versions)
+        if key in self._memo:
             return self._memo[key]
         if key in self._active:  # recursion
             return UNKNOWN

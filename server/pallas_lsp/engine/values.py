@@ -197,6 +197,16 @@ class ClassVal(Value):
         return self.origin
 
 
+class _VersionedDict(dict):
+    """Counts writes, so calls on an unchanged instance can be memoised."""
+
+    version = 0
+
+    def __setitem__(self, key, value):
+        self.version += 1
+        super().__setitem__(key, value)
+
+
 class Instance(Value):
     """An instance of a ClassVal. Its attributes are mutable (self.x = ...),
     so it compares by identity and calls involving it are never memoised."""
@@ -204,7 +214,11 @@ class Instance(Value):
     def __init__(self, cls: ClassVal):
         object.__setattr__(self, "origin", f"{cls.node.name} instance")
         object.__setattr__(self, "cls", cls)
-        object.__setattr__(self, "attrs", {})
+        object.__setattr__(self, "attrs", _VersionedDict())
+
+    @property
+    def version(self) -> int:
+        return self.attrs.version
 
     __hash__ = object.__hash__
 
