@@ -1177,8 +1177,6 @@ class Interpreter:
             if name.startswith(("jnp.", "lax.")):
                 return Array(origin=name)
             return UNKNOWN
-        if isinstance(node.func, ast.Name) and node.func.id in _BUILTINS:
-            return _BUILTINS[node.func.id](args)
         for a in list(args) + list(kwargs.values()):
             self.escape(a.value)
         return UNKNOWN

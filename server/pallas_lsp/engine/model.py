@@ -164,7 +164,6 @@ class Func(Value):
     scope: object = None  # the enclosing environment (closures)
     bound_args: tuple = ()
     bound_kwargs: tuple = ()  # ((name, Value), ...)
-    module: object = None  # the ModuleInfo the node belongs to
 
     def describe(self) -> str:
         name = getattr(self.node, "name", "lambda")

@@ -1,6 +1,6 @@
 """PAL101: a DMA's source, destination or semaphore is an Array, not a Ref."""
 from pallas_lsp.engine.rules._base import (Context, Finding, explain_value, is_value,
-                                           raise_sites, ref_fix, start_ops, wait_ops)
+                                           raise_sites, ref_fix, start_ops)
 
 CODE = "PAL101"
 MESSAGE = "DMA source/destination/semaphore arguments must be Refs."
@@ -10,9 +10,7 @@ def check(ctx: Context):
     for call in ctx.events.dmas:
         if not call.started:
             continue  # a wait-only descriptor is PAL110's business
-        roles = [("source", call.src), ("destination", call.dst)]
-        if not call.remote or True:
-            roles.append(("semaphore", call.sem))
+        roles = [("source", call.src), ("destination", call.dst), ("semaphore", call.sem)]
         for role, arg in roles:
             if not arg.present or not is_value(arg.value):
                 continue
