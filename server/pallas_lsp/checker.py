@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pallas_lsp.config import ProjectConfig, load_project_config
 from pallas_lsp.engine import analyze
-from pallas_lsp.engine.model import Finding
-from pallas_lsp.resolve import ImportResolver
+from pallas_lsp.engine.model import Analysis, Finding
+from pallas_lsp.engine.project import Project
 
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox",
               ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs"}
@@ -51,45 +51,139 @@ def read_source(path: Path) -> tuple[str | None, Problem | None]:
         return None, Problem(path, "decode", f"not valid UTF-8 (byte {exc.start}): skipped", line)
 
 
-def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool = True
-                ) -> tuple[list[tuple[Path, Finding]], list[Problem]]:
+@dataclass
+class Checked:
+    """One checked file: its analysis and the findings to report there."""
+
+    path: Path
+    analysis: Analysis | None
+    findings: list[Finding]
+
+
+# Callers outside the checked paths analysed to see how a checked helper
+# module is used (nearest importers first).
+MAX_EXTRA_CALLERS = 32
+
+
+def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bool = True,
+                  coverage: bool = False) -> tuple[list[Checked], list[Problem]]:
+    """Analyse the files under `paths` as one project: kernels launched in
+    one file are followed into helpers in others, and a helper module gets
+    the findings its callers' kernels reach in it (even when those callers
+    are not among `paths`)."""
     files, problems = discover(paths)
-    results: list[tuple[Path, Finding]] = []
-    resolver = ImportResolver(_project_root(paths))
+    root = _project_root(paths)
+    project = Project([str(root)])
     configs: dict[Path, ProjectConfig] = {}
-    for path in files:
+
+    def config_for(path: Path) -> ProjectConfig:
         cfg = ProjectConfig()
         if use_config:
             key = path.parent
             if key not in configs:
                 configs[key] = load_project_config(key)
             cfg = configs[key]
-        cfg = cfg.merged(select=select, ignore=ignore)
+        return cfg.merged(select=select, ignore=ignore)
+
+    checked: dict[str, Checked] = {}
+    foreign: dict[str, list[Finding]] = {}
+    for path in files:
+        cfg = config_for(path)
         if any(fragment in str(path) for fragment in cfg.exclude):
             continue
         text, problem = read_source(path)
         if problem is not None:
             problems.append(problem)
             continue
-        analysis = analyze(text, str(path), resolver=resolver)
-        if analysis.internal_error:
-            problems.append(Problem(path, "internal", "pallas-lsp could not analyse this file "
-                                    f"({analysis.internal_error}); please report it"))
-        if analysis.syntax_error:
-            line = int(analysis.syntax_error.split(":")[0].split()[-1]) \
-                if analysis.syntax_error.startswith("line ") else 1
-            problems.append(Problem(path, "syntax", f"syntax error, {analysis.syntax_error} "
-                                    f"(the rest of the file was still checked)", line))
-        for f in cfg.filter(analysis.findings):
-            results.append((path, f))
+        analysis = analyze(text, str(path), project=project, coverage=coverage)
+        _note_problems(path, analysis, problems)
+        checked[os.path.realpath(path)] = Checked(path, analysis, list(analysis.findings))
+        for other, found in analysis.foreign.items():
+            foreign.setdefault(other, []).extend(found)
+    _analyse_outside_callers(project, root, checked, foreign, coverage)
+    for real, item in checked.items():
+        extra = foreign.get(real, [])
+        if extra:
+            seen = {(f.code, f.span) for f in item.findings}
+            for f in extra:
+                if (f.code, f.span) not in seen:
+                    seen.add((f.code, f.span))
+                    item.findings.append(f)
+            item.findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
+        item.findings = config_for(item.path).filter(item.findings)
+    return list(checked.values()), problems
+
+
+def _analyse_outside_callers(project: Project, root: Path, checked: dict[str, Checked],
+                             foreign: dict[str, list[Finding]], coverage: bool) -> None:
+    """Files outside the checked set that import a checked file: analyse
+    them too (their findings are not reported, only what they reach in the
+    checked files)."""
+    if not checked or not root.is_dir():
+        return
+    project.index([str(root)])
+    extra: list[str] = []
+    for real in checked:
+        for caller in project.importers(real, limit=MAX_EXTRA_CALLERS):
+            if caller not in checked and caller not in extra:
+                extra.append(caller)
+    for caller in extra[:MAX_EXTRA_CALLERS]:
+        text = project.text(caller)
+        if text is None:
+            continue
+        analysis = analyze(text, caller, project=project, coverage=coverage)
+        for other, found in analysis.foreign.items():
+            if other in checked:
+                foreign.setdefault(other, []).extend(found)
+        if coverage and analysis.coverage is not None:
+            for item in checked.values():
+                if item.analysis is not None and item.analysis.coverage is not None:
+                    _merge_foreign_coverage(item, analysis)
+
+
+def _merge_foreign_coverage(item: Checked, caller: Analysis) -> None:
+    real = os.path.realpath(item.path)
+    per = caller.coverage.foreign.get(real)
+    if per:
+        mine = item.analysis.coverage.foreign.setdefault(real, {})
+        for key, val in per.items():
+            if key not in mine or (val[0] and not mine[key][0]):
+                mine[key] = val
+
+
+def _note_problems(path: Path, analysis: Analysis, problems: list[Problem]) -> None:
+    if analysis.internal_error:
+        problems.append(Problem(path, "internal", "pallas-lsp could not analyse this file "
+                                f"({analysis.internal_error}); please report it"))
+    if analysis.syntax_error:
+        line = int(analysis.syntax_error.split(":")[0].split()[-1]) \
+            if analysis.syntax_error.startswith("line ") else 1
+        problems.append(Problem(path, "syntax", f"syntax error, {analysis.syntax_error} "
+                                f"(the rest of the file was still checked)", line))
+
+
+def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool = True
+                ) -> tuple[list[tuple[Path, Finding]], list[Problem]]:
+    checked, problems = check_project(paths, select=select, ignore=ignore,
+                                      use_config=use_config)
+    results = [(item.path, f) for item in checked for f in item.findings]
     return results, problems
 
 
 def _project_root(paths: list[Path]) -> Path:
-    """The folder imports are resolved from: the nearest pyproject.toml's
-    folder above the first path, else the current directory."""
+    """The folder imports are resolved from and callers are looked for in:
+    the nearest pyproject.toml's folder above the first path, else the
+    folder above the outermost package around it, else its folder."""
     from pallas_lsp.config import find_pyproject
 
-    first = paths[0] if paths else Path.cwd()
-    found = find_pyproject(first if first.is_dir() else first.parent) if first.exists() else None
-    return found.parent if found else Path.cwd()
+    first = (paths[0] if paths else Path.cwd()).absolute()
+    if not first.exists():
+        return Path.cwd()
+    start = first if first.is_dir() else first.parent
+    found = find_pyproject(start)
+    if found is not None:
+        return found.parent
+    top = start
+    while (top / "__init__.py").is_file() and top.parent != top:
+        top = top.parent
+    return top

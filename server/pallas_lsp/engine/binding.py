@@ -10,9 +10,8 @@ import ast
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import api
-from pallas_lsp.engine.events import Arg
-from pallas_lsp.engine.imports import Imported
+from pallas_lsp.engine import api, backend
+from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, ShapeDtype, SliceVal, Spec)
 
@@ -66,12 +65,38 @@ class PartialApi(Decorator):
         if t == "run_scoped":
             return interp.run_scoped(func, list(self.args), kwargs, node, frame)
         if t == "kernel" and isinstance(func, Func):
-            return pl_kernel(interp, func, kwargs, frame)
+            return pl_kernel(interp, func, kwargs, frame, node)
         if t == "core_map" and isinstance(func, Func):
-            return core_map(interp, func, list(self.args), kwargs, frame)
+            return core_map(interp, func, list(self.args), kwargs, frame, node)
         if t == "pallas_call":
             return pallas_call(interp, [Arg(None, func)] + list(self.args), kwargs, node, frame)
         return func
+
+
+@dataclass(frozen=True)
+class WithScoped(Decorator):
+    """`@pl.with_scoped(*types, **kw_types)`: calling the function runs it
+    under run_scoped, with the call's arguments first."""
+
+    args: tuple = ()
+    kwargs: tuple = ()
+
+    def apply(self, interp, func, node, frame):
+        return ScopedFunc(func=func, types=self.args, kw_types=self.kwargs, node=node)
+
+
+@dataclass(frozen=True)
+class ScopedFunc(Value):
+    func: Value = UNKNOWN
+    types: tuple = ()
+    kw_types: tuple = ()
+    node: object = None
+
+    def call(self, interp, args: list[Arg], frame):
+        func = self.func
+        if isinstance(func, Func) and args:
+            func = replace(func, bound_args=func.bound_args + tuple(a.value for a in args))
+        return interp.run_scoped(func, list(self.types), dict(self.kw_types), self.node, frame)
 
 
 @dataclass(frozen=True)
@@ -80,7 +105,7 @@ class KernelDecorator(Decorator):
 
     def apply(self, interp, func, node, frame):
         if isinstance(func, Func):
-            return pl_kernel(interp, func, dict(self.kwargs), frame)
+            return pl_kernel(interp, func, dict(self.kwargs), frame, node)
         return UNKNOWN
 
 
@@ -91,7 +116,7 @@ class CoreMapDecorator(Decorator):
 
     def apply(self, interp, func, node, frame):
         if isinstance(func, Func):
-            return core_map(interp, func, list(self.args), dict(self.kwargs), frame)
+            return core_map(interp, func, list(self.args), dict(self.kwargs), frame, node)
         return UNKNOWN
 
 
@@ -194,7 +219,8 @@ def grid_spec(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
     ins = kwargs.get("in_specs")
     outs = kwargs.get("out_specs")
     scratch = kwargs.get("scratch_shapes")
-    return GridSpec(num_scalar_prefetch=n_val,
+    grid = kwargs.get("grid")
+    return GridSpec(num_scalar_prefetch=n_val, grid=grid.value if grid is not None else UNKNOWN,
                     in_specs=ins.value if ins is not None else UNKNOWN,
                     out_specs=outs.value if outs is not None else UNKNOWN,
                     scratch_shapes=scratch.value if scratch is not None else Seq(),
@@ -284,8 +310,11 @@ class PallasCallable(Value):
     out_shape: Value = UNKNOWN
     scratch: Value = UNKNOWN
     node_id: int = 0
-    node: object = None  # the pallas_call node (diagnostics for imported kernels go here)
+    node: object = None  # the pallas_call node
     kernel_arg: object = None  # the node of the kernel argument
+    grid: Value = UNKNOWN
+    compiler_params: Value | None = None
+    backend: Value | None = None  # the `backend=` argument
 
     def describe(self) -> str:
         return "pallas_call"
@@ -317,11 +346,22 @@ def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                             out_shape=out_shape.value if out_shape else UNKNOWN,
                             scratch=scr.value if scr else Seq(), node_id=id(node), node=node,
                             kernel_arg=kernel.node if kernel else None)
+    grid = kwargs.get("grid")
+    if grid is None and gs is not None and isinstance(gs.value, GridSpec):
+        grid = gs.value.grid
+    pc = replace(pc, node=node, kernel_arg=kernel.node if kernel else None,
+                 grid=grid.value if isinstance(grid, Arg) else (grid or UNKNOWN),
+                 compiler_params=_value(kwargs.get("compiler_params")),
+                 backend=_value(kwargs.get("backend")))
     if pc.has_in_specs:
         run_kernel(interp, pc, None, frame)
     else:
         interp.pending.append((pc, frame))
     return pc
+
+
+def _value(arg: Arg | None) -> Value | None:
+    return arg.value if arg is not None else None
 
 
 def _leaves(v: Value) -> list[Value] | None:
@@ -394,6 +434,34 @@ def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) 
     return _operand_ref(spec, shape, origin)
 
 
+def _segments_to_args(segments: list[list[Value] | None], params: list[str], required: int,
+                      has_vararg: bool) -> tuple[list[Value] | None, str]:
+    """Lay the kernel's parameter segments (prefetch, inputs, outputs,
+    scratch; None = count unknown) onto its positional parameters. Known
+    segments bind from the front up to the first unknown one, and from the
+    back after the last unknown one when the signature leaves no doubt (no
+    `*args`, no defaults). Returns (args, reason when nothing binds)."""
+    from pallas_lsp.engine.interp import STAR_UNKNOWN
+    if all(seg is not None for seg in segments):
+        args = [v for seg in segments for v in seg]
+        if not has_vararg and not (required <= len(args) <= len(params)):
+            return None, (f"the kernel takes {len(params)} positional parameters but the "
+                          f"launch binds {len(args)}")
+        return args, ""
+    first = next(i for i, seg in enumerate(segments) if seg is None)
+    last = max(i for i, seg in enumerate(segments) if seg is None)
+    front = [v for seg in segments[:first] for v in seg]
+    back = [v for seg in segments[last + 1:] for v in seg]
+    if has_vararg or required != len(params) or not back:
+        if len(front) > len(params) and not has_vararg:
+            return None, "the launch binds more parameters than the kernel takes"
+        return front + [STAR_UNKNOWN], ""
+    middle = len(params) - len(front) - len(back)
+    if middle < 0:
+        return None, "the launch binds more parameters than the kernel takes"
+    return front + [UNKNOWN] * middle + back, ""
+
+
 def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, frame: Frame) -> None:
     """Bind the kernel's parameters as pallas_call does and run its body."""
     if pc.node_id in interp.kernels_done:
@@ -405,7 +473,15 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
                        frame)
         return
     kernel = pc.kernel
-    if not isinstance(kernel, (Func, Imported)):
+    be = backend.of_launch(pc.compiler_params, pc.backend) or interp.file_backend
+    knode = getattr(kernel, "node", None)
+    launch = Launch(api="pallas_call", node=pc.node, kernel=getattr(knode, "name", ""),
+                    kernel_node=knode, bound=False, backend=be, in_specs=pc.in_specs,
+                    out_specs=pc.out_specs, out_shape=pc.out_shape, scratch=pc.scratch,
+                    grid=pc.grid, compiler_params=pc.compiler_params)
+    interp.events.launches.append(launch)
+    if not isinstance(kernel, Func):
+        launch.reason = "the kernel is not a function the engine can see"
         return
     n_pref = pc.num_prefetch
     prefetch = [Ref(origin=f"scalar prefetch operand #{i}", space=Space.SMEM)
@@ -444,40 +520,15 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         scratch_pos = [_scratch_value(item, f"scratch_shapes[{i}]") for i, item in enumerate(sv.items)]
     else:
         scratch_pos = None
-    from pallas_lsp.engine.interp import STAR_UNKNOWN
-    if isinstance(kernel, Imported):
-        # A kernel from another file: check its summary against what this
-        # pallas_call binds, reporting on the kernel argument.
-        if None in (prefetch, inputs, outputs, scratch_pos):
-            return
-        where = pc.kernel_arg if pc.kernel_arg is not None else pc.node
-        bound = [Arg(where, v) for v in prefetch + inputs + outputs + scratch_pos]
-        kw = {k: Arg(where, v) for k, v in scratch_kw.items()}
-        interp.kernels.append(kernel.name)
-        interp.call_imported(kernel, bound, kw, pc.node,
-                             _kernel_frame(interp, frame))
-        return
     positional = _positional_params(kernel)
     if positional is None:
+        launch.reason = "the kernel is not a function the engine can see"
         return
     params, has_vararg = positional
-    args: list[Value] | None = None
-    if None not in (prefetch, inputs, outputs):
-        front = prefetch + inputs + outputs
-        if scratch_pos is not None:
-            args = front + scratch_pos
-            if not has_vararg and not (_required(kernel, params) <= len(args) <= len(params)):
-                args = None  # our model disagrees with the signature: stay silent
-        elif has_vararg or len(front) <= len(params):
-            args = front + [STAR_UNKNOWN]  # scratch unknown: bind what we know
-    elif outputs is not None and scratch_pos is not None and prefetch is not None \
-            and not has_vararg:
-        back = outputs + scratch_pos
-        middle = len(params) - len(prefetch) - len(back)
-        if middle >= 0:
-            args = prefetch + [Ref(origin=f"input #{i}", space=Space.UNKNOWN)
-                               for i in range(middle)] + back
+    args, reason = _segments_to_args([prefetch, inputs, outputs, scratch_pos], params,
+                                     _required(kernel, params), has_vararg)
     if args is None:
+        launch.reason = reason
         return
     name = getattr(kernel.node, "name", "<lambda>")
     interp.kernels.append(name)
@@ -485,13 +536,10 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
     for p, v in zip(params, args):
         if isinstance(v, Value) and v.origin:
             origins[p] = v.origin
-    interp.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins)
-
-
-def _kernel_frame(interp: Interpreter, frame: Frame) -> Frame:
-    from pallas_lsp.engine.interp import Frame as _Frame
-    interp._kernel_count += 1
-    return _Frame(frame.scope, kernel=True, depth=frame.depth, kernel_id=interp._kernel_count)
+    launch.bound = True
+    launch.kernel_id = interp._kernel_count + 1
+    interp.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins,
+                     call_node=pc.kernel_arg or pc.node, backend_name=be)
 
 
 def _output_ref(spec: Value, shape: Value | None, origin: str) -> Value:
@@ -521,44 +569,80 @@ def _positional_params(func: Func):
     return names, a.vararg is not None
 
 
-def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Frame) -> Value:
+def _launch(interp: Interpreter, api_name: str, node, func: Value, be: str, **values) -> Launch:
+    knode = getattr(func, "node", None)
+    launch = Launch(api=api_name, node=node, kernel=getattr(knode, "name", ""),
+                    kernel_node=knode, bound=False, backend=be, **values)
+    interp.events.launches.append(launch)
+    return launch
+
+
+def _bind_and_run(interp: Interpreter, launch: Launch, func: Func, args: list[Value],
+                  kw: dict[str, Value], frame: Frame, params: list[str] | None = None) -> None:
+    launch.bound = True
+    launch.kernel_id = interp._kernel_count + 1 if not frame.kernel_id else frame.kernel_id
+    interp.kernels.append(getattr(func.node, "name", "<lambda>"))
+    origins = {p: v.origin for p, v in zip(params or [], args) if isinstance(v, Value) and v.origin}
+    interp.call_func(func, args, kw, frame, kernel=True, param_origin=origins,
+                     call_node=launch.node, backend_name=launch.backend)
+
+
+def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Frame,
+              node: ast.AST | None = None) -> Value:
     """`pl.kernel(body, out_type=..., mesh=..., scratch_types=...)`: the body
     gets input refs, output refs, then scratch refs. Inputs are only known
     when the result is called, so bind from the end."""
     out = kwargs.get("out_type") or kwargs.get("out_shape")
     scratch = kwargs.get("scratch_types") or kwargs.get("scratch_shapes")
+    be = backend.of_launch(_value(kwargs.get("mesh")), _value(kwargs.get("compiler_params"))) \
+        or interp.file_backend
+    launch = _launch(interp, "kernel", node, func, be, out_shape=_value(out),
+                     scratch=_value(scratch), compiler_params=_value(kwargs.get("compiler_params")))
     shapes = _leaves(out.value) if out is not None else []
     sv = scratch.value if scratch is not None else Seq()
     positional = _positional_params(func)
-    if shapes is None or positional is None or positional[1]:
+    if positional is None:
+        launch.reason = "the kernel is not a function the engine can see"
         return UNKNOWN
-    params = positional[0]
+    params, has_vararg = positional
     scratch_kw: dict[str, Value] = {}
-    scratch_pos: list[Value] = []
+    scratch_pos: list[Value] | None = []
     if isinstance(sv, Seq) and sv.keys is not None:
         scratch_kw = {str(k): _scratch_value(v, f"scratch_types[{k!r}]") for k, v in zip(sv.keys, sv.items)}
         params = [p for p in params if p not in scratch_kw]  # they arrive as keywords
     elif isinstance(sv, Seq):
         scratch_pos = [_scratch_value(v, f"scratch_types[{i}]") for i, v in enumerate(sv.items)]
     else:
+        scratch_pos = None
+    outputs = None if shapes is None else [
+        Ref(origin=f"output #{i} (out_type)", space=Space.UNKNOWN,
+            shape=s.shape if isinstance(s, ShapeDtype) else None,
+            dtype=s.dtype if isinstance(s, ShapeDtype) else None)
+        for i, s in enumerate(shapes)]
+    args, reason = _segments_to_args([None, outputs, scratch_pos], params,
+                                     _required(func, params), has_vararg)
+    if args is None or (args and args[0] is _star()):
+        launch.reason = reason or "neither the outputs nor the scratch can be counted"
         return UNKNOWN
-    outputs = [Ref(origin=f"output #{i} (out_type)", space=Space.UNKNOWN,
-                   shape=s.shape if isinstance(s, ShapeDtype) else None,
-                   dtype=s.dtype if isinstance(s, ShapeDtype) else None)
-               for i, s in enumerate(shapes)]
-    middle = len(params) - len(outputs) - len(scratch_pos)
-    if middle < 0:
-        return UNKNOWN
-    args = [Ref(origin=f"input #{i}", space=Space.UNKNOWN) for i in range(middle)] + outputs + scratch_pos
-    interp.kernels.append(getattr(func.node, "name", "<lambda>"))
-    interp.call_func(func, args, scratch_kw, frame, kernel=True,
-                     param_origin={p: v.origin for p, v in zip(params, args)})
+    if outputs is not None:  # then everything before the outputs is an input Ref
+        n_in = len(args) - len(outputs) - len(scratch_pos or [])
+        args = [Ref(origin=f"input #{i}", space=Space.UNKNOWN) for i in range(n_in)] + args[n_in:]
+    _bind_and_run(interp, launch, func, args, scratch_kw, frame, params)
     return UNKNOWN
 
 
+def _star():
+    from pallas_lsp.engine.interp import STAR_UNKNOWN
+    return STAR_UNKNOWN
+
+
 def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str, Arg],
-             frame: Frame) -> Value:
+             frame: Frame, node: ast.AST | None = None) -> Value:
+    mesh = args[0].value if args else _value(kwargs.get("mesh"))
+    be = backend.of_launch(mesh, _value(kwargs.get("compiler_params"))) or interp.file_backend
     scratch = kwargs.get("scratch_shapes")
+    launch = _launch(interp, "core_map", node, func, be, scratch=_value(scratch),
+                     compiler_params=_value(kwargs.get("compiler_params")))
     sv = scratch.value if scratch is not None else Seq()
     pos: list[Value] = []
     kw: dict[str, Value] = {}
@@ -567,32 +651,81 @@ def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str,
     elif isinstance(sv, Seq):
         pos = [_scratch_value(v, f"scratch_shapes[{i}]") for i, v in enumerate(sv.items)]
     else:
-        return UNKNOWN
-    interp.kernels.append(getattr(func.node, "name", "<lambda>"))
-    interp.call_func(func, pos, kw, frame, kernel=True)
+        pos = [_star()]
+    _bind_and_run(interp, launch, func, pos, kw, frame)
     return Const(value=None)
+
+
+@dataclass(frozen=True)
+class PipelineCallable(Value):
+    """What `pltpu.emit_pipeline(body, ...)` returns: called with the
+    operands (and `scratches=`), it runs the body on one block per spec."""
+
+    body: Value = UNKNOWN
+    blocks: tuple | None = ()  # one Ref per in/out spec leaf; None: unknown
+    node: object = None
+    node_id: int = 0
 
 
 def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                   node: ast.Call, frame: Frame) -> Value:
     """The body of `pltpu.emit_pipeline(body, grid=..., in_specs=..., out_specs=...)`
-    gets one VMEM block Ref per in/out spec, then scratches."""
+    gets one VMEM block Ref per in/out spec, then the `scratches=` given to
+    the pipeline when it is called."""
     body = args[0] if args else kwargs.get("body")
     if body is None or not isinstance(body.value, Func):
         return UNKNOWN
-    refs: list[Value] = []
+    refs: list[Value] | None = []
     for key in ("in_specs", "out_specs"):
         spec = kwargs.get(key)
         if spec is None:
             continue
         leaves = _leaves(spec.value) if isinstance(spec.value, Seq) else [spec.value]
         if leaves is None:
-            interp.call_func(body.value, [], {}, frame, unknown_params=True, kernel=frame.kernel)
-            return UNKNOWN
+            refs = None
+            break
         for i, s in enumerate(leaves):
-            ref = _operand_ref(s, None, f"pipeline block ({key}[{i}])")
-            if isinstance(s, Spec) and s.space is None:
-                ref = Ref(origin=ref.origin, space=Space.VMEM, shape=s.block_shape)
-            refs.append(ref)
-    interp.call_func(body.value, refs, {}, frame, kernel=True)
-    return UNKNOWN
+            refs.append(_block_ref(s, f"pipeline block ({key}[{i}])"))
+    pipe = PipelineCallable(body=body.value, blocks=tuple(refs) if refs is not None else None,
+                            node=node, node_id=id(node))
+    interp.pending_pipelines.append((pipe, frame))
+    return pipe
+
+
+def _block_ref(s: Value, origin: str) -> Value:
+    """A pipeline block: VMEM of the block shape; an optional spec (None
+    when an operand is absent) gives None."""
+    if isinstance(s, Const) and s.value is None:
+        return Const(value=None)
+    if not isinstance(s, Spec):
+        return UNKNOWN
+    ref = _operand_ref(s, None, origin)
+    if s.space is None:
+        ref = Ref(origin=ref.origin, space=Space.VMEM, shape=s.block_shape)
+    return ref
+
+
+def run_pipeline(interp: Interpreter, pipe: PipelineCallable, kwargs: dict[str, Arg] | None,
+                 frame: Frame) -> Value:
+    if pipe.node_id in interp.kernels_done:
+        return Const(value=None)
+    interp.kernels_done.add(pipe.node_id)
+    launch = _launch(interp, "emit_pipeline", pipe.node, pipe.body, interp.file_backend)
+    if frame.kernel_id:
+        launch.backend = interp.kernel_backend.get(frame.kernel_id, interp.file_backend)
+    if pipe.blocks is None:
+        launch.reason = "the pipeline's in_specs / out_specs cannot be counted"
+        interp.call_func(pipe.body, [], {}, frame, unknown_params=True, kernel=frame.kernel)
+        return Const(value=None)
+    scratch = (kwargs or {}).get("scratches")
+    tail: list[Value]
+    if scratch is None and kwargs is not None:
+        tail = []
+    elif scratch is not None and isinstance(scratch.value, Seq) and scratch.value.keys is None:
+        tail = list(scratch.value.items)
+    else:
+        tail = [_star()]
+    launch.bound = True
+    interp.call_func(pipe.body, list(pipe.blocks) + tail, {}, frame, kernel=True,
+                     call_node=pipe.node)
+    return Const(value=None)

@@ -40,9 +40,6 @@ class DmaCall:
     escaped: bool = False  # handed to code the engine cannot follow
     in_kernel: bool = True
     kernel_id: int = 0  # which kernel analysis created it (0: outside any kernel)
-    # Set for a DMA inside an imported helper, reported at the call site:
-    # (path, 0-based line, helper name) of the copy in the other file.
-    external: tuple | None = None
 
     @property
     def remote(self) -> bool:
@@ -93,6 +90,7 @@ class RefAccess:
     node: ast.AST  # the subscript, or the API call
     ref: Arg
     value: Arg | None = None  # the stored value, for writes
+    kernel_id: int = 0
 
 
 @dataclass
@@ -102,6 +100,7 @@ class ScopedAlloc:
     node: ast.AST
     space: str
     call: ast.Call
+    kernel_id: int = 0
 
 
 @dataclass
@@ -114,6 +113,28 @@ class RollCall:
     axis: Arg | None
     stride: Arg | None
     stride_axis: Arg | None
+    kernel_id: int = 0
+
+
+@dataclass
+class Launch:
+    """A kernel launch site: pallas_call, pl.kernel, core_map, emit_pipeline
+    (or a run_scoped body), with what the engine knew of its arguments."""
+
+    api: str  # pallas_call | kernel | core_map | emit_pipeline
+    node: ast.AST | None  # the call that launches it
+    kernel: str  # the kernel function's name ("" when unknown)
+    kernel_node: ast.AST | None  # its def / lambda
+    bound: bool  # parameters bound and body run
+    kernel_id: int = 0
+    backend: str = "tpu"  # tpu | gpu | triton
+    reason: str = ""  # why not bound, in words
+    in_specs: Value | None = None
+    out_specs: Value | None = None
+    out_shape: Value | None = None
+    scratch: Value | None = None
+    grid: Value | None = None
+    compiler_params: Value | None = None
 
 
 @dataclass
@@ -123,5 +144,6 @@ class Events:
     accesses: list[RefAccess] = field(default_factory=list)
     scoped: list[ScopedAlloc] = field(default_factory=list)
     rolls: list[RollCall] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)

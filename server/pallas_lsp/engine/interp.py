@@ -14,21 +14,20 @@ import ast
 import sys
 from dataclasses import dataclass, field, replace
 
-from pallas_lsp.engine import api, binding, imports
-from pallas_lsp.engine.imports import Imported
+from pallas_lsp.engine import api, backend, binding
 from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, RefAccess, RollCall,
                                      ScopedAlloc, SemOp)
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
-                                      Instance, SeqOf, ShapeDtype, SliceVal, Spec, as_view, join,
-                                      join_all)
+                                      Imported, Instance, ModuleRef, SeqOf, ShapeDtype, SliceVal,
+                                      Spec, as_view, join, join_all)
 
 MAX_DEPTH = 12  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
 MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
-MAX_IMPORT_DEPTH = 2  # helper imported by a helper imported by the file, and no further
+MAX_MODULES = 64  # other files one analysis may read (imports of imports included)
 # Imports from these never lead to user helpers worth summarising.
 _LIBRARY_ROOTS = {"jax", "jaxlib", "numpy", "np", "functools", "math", "typing", "dataclasses",
                   "collections", "itertools", "os", "sys", "enum", "abc", "re", "logging",
@@ -39,14 +38,27 @@ class Budget(Exception):
     """Raised when the step budget is spent; the analysis keeps what it has."""
 
 
+class Module:
+    """One file as the interpreter runs it: its source and global scope."""
+
+    __slots__ = ("path", "src", "scope")
+
+    def __init__(self, path: str, src: Source):
+        self.path = path
+        self.src = src
+        self.scope = Scope(module=self)
+
+
 class Scope:
     """Variables of one function activation, chained to the enclosing scope."""
 
-    __slots__ = ("vars", "parent")
+    __slots__ = ("vars", "parent", "module")
 
-    def __init__(self, parent: Scope | None = None, vars: dict | None = None):
+    def __init__(self, parent: Scope | None = None, vars: dict | None = None,
+                 module: Module | None = None):
         self.vars: dict[str, Value] = vars if vars is not None else {}
         self.parent = parent
+        self.module = module if module is not None else (parent.module if parent else None)
 
     def lookup(self, name: str) -> Value | None:
         s: Scope | None = self
@@ -58,7 +70,7 @@ class Scope:
         return None
 
     def fork(self) -> Scope:
-        return Scope(self.parent, dict(self.vars))
+        return Scope(self.parent, dict(self.vars), self.module)
 
     def merge(self, a: Scope, b: Scope, lost=None) -> None:
         for name in set(a.vars) | set(b.vars):
@@ -81,29 +93,44 @@ class Frame:
     kernel_id: int = 0
     loop_depth: int = 0
     returns: list[Value] = field(default_factory=list)
+    mod: Module | None = None  # the file whose code runs (None: the analysed file)
+    # The call in the analysed file through which this frame was reached,
+    # when its code is in another file (findings there are also shown here).
+    site: ast.AST | None = None
 
 
 class Interpreter:
-    def __init__(self, src: Source, path: str | None = None, *, resolver=None,
-                 import_depth: int = 0):
+    def __init__(self, src: Source, path: str | None = None, *, project=None,
+                 parse_missing: bool = True):
         self.src = src
         self.path = path
-        self.resolver = resolver if import_depth <= MAX_IMPORT_DEPTH else None
-        self.import_depth = import_depth
+        self.project = project  # project.Project: the user's other files
+        self.parse_missing = parse_missing  # False: only files already parsed (edit path)
+        self.root = Module(path or "", src)
+        self.modules: dict[str, Module] = {}
+        if path:
+            self.modules[_real(path)] = self.root
+        self.missing: set[str] = set()  # files wanted but not parsed (parse_missing=False)
+        self.sites: dict[int, ast.AST] = {}  # id(node in another file) -> call here
+        self.file_backend = backend.of_file(src.tree)
+        self.kernel_backend: dict[int, str] = {}
         self.events = Events()
         self.names: dict[tuple, NameInfo] = {}
         self.kernels: list[str] = []
-        self.module_scope = Scope()
+        self.module_scope = self.root.scope
         self._memo: dict[tuple, Value] = {}
         self._active: set[tuple] = set()
         self._entered: set[int] = set()  # function nodes already run at least once
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
+        self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.kernels_done: set[int] = set()
         self._kernel_id = 0  # kernel of the frame being executed (for events)
         self._kernel_count = 0
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)
+        self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
+        self.deps: set[str] = set()  # other files read
 
     # ------------------------------------------------------------ driver
 
@@ -111,7 +138,7 @@ class Interpreter:
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, 6000))
         try:
-            frame = Frame(self.module_scope, kernel=False)
+            frame = Frame(self.module_scope, kernel=False, mod=self.root)
             self.exec_body(self.src.tree.body, frame)
             self._flush_pending()
             self._run_escaped(frame)
@@ -143,9 +170,13 @@ class Interpreter:
 
     def _flush_pending(self) -> None:
         """Kernels of pallas_calls that were never called with operands."""
-        while self.pending:
-            pc, frame = self.pending.pop()
-            binding.run_kernel(self, pc, None, frame)
+        while self.pending or self.pending_pipelines:
+            while self.pending:
+                pc, frame = self.pending.pop()
+                binding.run_kernel(self, pc, None, frame)
+            while self.pending_pipelines:
+                pipe, frame = self.pending_pipelines.pop()
+                binding.run_pipeline(self, pipe, None, frame)
 
     def _all_functions(self, tree: ast.AST):
         """Every def, in source order. Defs are statements, so only statement
@@ -175,6 +206,8 @@ class Interpreter:
 
     def exec_stmt(self, node: ast.stmt, frame: Frame) -> None:
         self._tick()
+        if frame.site is None and (frame.mod is None or frame.mod is self.root):
+            self._root_stmt = node
         method = getattr(self, "stmt_" + type(node).__name__, None)
         if method is not None:
             method(node, frame)
@@ -189,19 +222,35 @@ class Interpreter:
 
     def stmt_Import(self, node: ast.Import, frame: Frame) -> None:
         for alias in node.names:
+            user = self._user_module(frame, alias.name, 0)
             if alias.asname:
-                frame.scope.vars[alias.asname] = Api(name=api.canonical(alias.name))
+                frame.scope.vars[alias.asname] = ModuleRef(path=user) if user else Api(
+                    name=api.canonical(alias.name))
             else:
                 top = alias.name.split(".")[0]
-                frame.scope.vars[top] = Api(name=api.canonical(top))
+                user_top = self._user_module(frame, top, 0) if user else None
+                frame.scope.vars[top] = ModuleRef(path=user_top) if user_top else Api(
+                    name=api.canonical(top))
+
+    def _user_module(self, frame: Frame, module: str, level: int) -> str | None:
+        """The file of one of the user's modules, or None (a library, or no project)."""
+        if self.project is None or (not level and module.split(".")[0] in _LIBRARY_ROOTS):
+            return None
+        importing = frame.mod.path if frame.mod is not None else self.path
+        try:
+            return self.project.resolve(importing or None, module, level)
+        except (OSError, ValueError):
+            return None
 
     def stmt_ImportFrom(self, node: ast.ImportFrom, frame: Frame) -> None:
-        root = (node.module or "").split(".")[0]
-        if self.resolver is not None and (node.level or root not in _LIBRARY_ROOTS):
+        target = self._user_module(frame, node.module or "", node.level)
+        if target is not None:
             for alias in node.names:
-                if alias.name != "*":
-                    frame.scope.vars[alias.asname or alias.name] = Imported(
-                        module=node.module or "", name=alias.name, level=node.level)
+                if alias.name == "*":
+                    self._import_star(target, frame)
+                else:
+                    frame.scope.vars[alias.asname or alias.name] = Imported(path=target,
+                                                                             name=alias.name)
             return
         if node.level or not node.module:
             for alias in node.names:
@@ -212,6 +261,55 @@ class Interpreter:
                 continue
             frame.scope.vars[alias.asname or alias.name] = Api(
                 name=api.canonical(f"{node.module}.{alias.name}"))
+
+    def _import_star(self, target: str, frame: Frame) -> None:
+        mod = self.load_module(target)
+        if mod is not None:
+            for k, v in mod.scope.vars.items():
+                if not k.startswith("_"):
+                    frame.scope.vars[k] = v
+
+    def load_module(self, path: str) -> Module | None:
+        """Run one of the user's other files (its top level only: defs,
+        constants, classes), once per analysis."""
+        key = _real(path)
+        mod = self.modules.get(key)
+        if mod is not None:
+            return mod
+        if self.project is None or len(self.modules) > MAX_MODULES:
+            return None
+        src = self.project.source(key, parse_missing=self.parse_missing)
+        if src is None:
+            if not self.parse_missing:
+                self.missing.add(key)
+            return None
+        mod = self.modules[key] = Module(key, src)
+        self.deps.add(key)
+        self.exec_body(src.tree.body, Frame(mod.scope, kernel=False, mod=mod))
+        return mod
+
+    def deref(self, value: Value) -> Value:
+        """What an imported name is, reading its module if needed."""
+        if isinstance(value, Imported):
+            mod = self.load_module(value.path)
+            if mod is None:
+                return UNKNOWN
+            found = mod.scope.vars.get(value.name)
+            if found is None:
+                sub = self.project.submodule(mod.path, value.name)
+                return ModuleRef(path=_real(sub)) if sub else UNKNOWN
+            return self.deref(found) if isinstance(found, Imported) else found
+        return value
+
+    def module_attr(self, ref: ModuleRef, attr: str) -> Value:
+        mod = self.load_module(ref.path)
+        if mod is None:
+            return UNKNOWN
+        found = mod.scope.vars.get(attr)
+        if found is None:
+            sub = self.project.submodule(mod.path, attr)
+            return ModuleRef(path=_real(sub)) if sub else UNKNOWN
+        return self.deref(found)
 
     def stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
         func: Value = Func(node=node, scope=frame.scope)
@@ -228,9 +326,8 @@ class Interpreter:
         decorators = [self.eval(d.func if isinstance(d, ast.Call) else d, frame)
                       for d in node.decorator_list]
         record = any(isinstance(d, Api) and d.name in ("dataclasses.dataclass", "dataclass")
-                     or isinstance(d, (Imported,)) and d.name == "dataclass" for d in decorators)
-        namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") or
-                         isinstance(b, Imported) and b.name == "NamedTuple" for b in bases)
+                     for d in decorators)
+        namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") for b in bases)
         parents = [b for b in bases if isinstance(b, ClassVal)]
         plain = all(isinstance(b, ClassVal) or _harmless_base(b, n)
                     for b, n in zip(bases, node.bases))
@@ -412,7 +509,7 @@ class Interpreter:
                         frame: Frame) -> None:
         self.eval_index(target.slice, frame)
         if isinstance(base, Ref):
-            self.events.accesses.append(RefAccess(
+            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, 
                 kind="swap", node=target, ref=Arg(target.value, base),
                 value=Arg(value_node, value)))
         else:
@@ -422,7 +519,7 @@ class Interpreter:
 
     def record_name(self, node: ast.Name, value: Value, frame: Frame, *,
                     is_param: bool = False, is_assign: bool = False) -> None:
-        if not frame.kernel:
+        if not frame.kernel or (frame.mod is not None and frame.mod is not self.root):
             return
         span = self.src.span(node)
         key = (span.line, span.col)
@@ -440,6 +537,8 @@ class Interpreter:
         if node is None:
             return UNKNOWN
         self._tick()
+        if frame.site is not None:
+            self.sites.setdefault(id(node), frame.site)
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
             for child in ast.iter_child_nodes(node):
@@ -454,7 +553,10 @@ class Interpreter:
     def expr_Name(self, node: ast.Name, frame: Frame) -> Value:
         value = frame.scope.lookup(node.id)
         if value is None:
-            value = self.module_scope.vars.get(node.id, UNKNOWN)
+            mod = frame.scope.module or self.root
+            value = mod.scope.vars.get(node.id, UNKNOWN)
+        if isinstance(value, Imported):
+            value = self.deref(value)
         self.record_name(node, value, frame)
         return value
 
@@ -488,6 +590,8 @@ class Interpreter:
         attr = node.attr
         if isinstance(base, Api):
             return Api(name=api.join(base.name, attr))
+        if isinstance(base, ModuleRef):
+            return self.module_attr(base, attr)
         if isinstance(base, Instance):
             if attr in base.attrs:
                 return base.attrs[attr]
@@ -530,7 +634,7 @@ class Interpreter:
         if isinstance(base, Ref):
             shape = binding.index_shape(base.shape, self.eval_index(node.slice, frame),
                                         node.slice)
-            self.events.accesses.append(RefAccess(kind="get", node=node,
+            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, kind="get", node=node,
                                                   ref=Arg(node.value, base)))
             return Array(origin=f"read of {self.src.segment(node.value)}", shape=shape,
                          dtype=base.dtype, sem=base.sem)
@@ -644,7 +748,8 @@ class Interpreter:
 
     def expr_ListComp(self, node, frame: Frame) -> Value:
         inner = Frame(Scope(frame.scope), frame.kernel, depth=frame.depth,
-                      loop_depth=frame.loop_depth, kernel_id=frame.kernel_id)
+                      loop_depth=frame.loop_depth, kernel_id=frame.kernel_id, mod=frame.mod,
+                      site=frame.site)
         elt = node.elt if hasattr(node, "elt") else node.value
         gens = node.generators
         # `[f(x) for x in <known list>]`: one element per item, so the list
@@ -768,7 +873,7 @@ class Interpreter:
             return self.call_api(func.name, args, kwargs, node, frame)
         if isinstance(func, Func):
             return self.call_func(func, [a.value for a in args],
-                                  {k: a.value for k, a in kwargs.items()}, frame)
+                                  {k: a.value for k, a in kwargs.items()}, frame, call_node=node)
         if isinstance(func, Choice):
             return self.join_values([self.call(option, args, kwargs, node, frame)
                                      for option in func.options])
@@ -778,8 +883,10 @@ class Interpreter:
             return self.call_method(func, args, kwargs, node, frame)
         if isinstance(func, binding.PallasCallable):
             return self.invoke_pallas_callable(func, args, frame)
-        if isinstance(func, Imported):
-            return self.call_imported(func, args, kwargs, node, frame)
+        if isinstance(func, binding.PipelineCallable):
+            return binding.run_pipeline(self, func, kwargs, frame)
+        if isinstance(func, binding.ScopedFunc):
+            return func.call(self, args, frame)
         if isinstance(func, binding.Decorator) and args:
             return func.apply(self, args[0].value, node, frame)
         name = node.func.id if isinstance(node.func, ast.Name) else None
@@ -789,59 +896,6 @@ class Interpreter:
             return _BUILTINS[name](args)
         for a in list(args) + list(kwargs.values()):
             self.escape(a.value)
-        return UNKNOWN
-
-    def call_imported(self, func: Imported, args: list[Arg], kwargs: dict[str, Arg],
-                      node: ast.AST, frame: Frame) -> Value:
-        """Check the arguments of a call to a function from another file
-        against that function's summary (imports.py)."""
-        args = list(func.bound_args) + list(args)
-        kwargs = {**dict(func.bound_kwargs), **kwargs}
-        for a in list(args) + list(kwargs.values()):
-            self.escape(a.value)
-        if self.resolver is None or not frame.kernel:
-            return UNKNOWN
-        try:
-            where = self.resolver.locate(self.path, func.module, func.name, func.level)
-            text = self.resolver.source(where[0]) if where else None
-        except Exception:  # resolution is best effort; never break analysis
-            return UNKNOWN
-        if not where or text is None:
-            return UNKNOWN
-        summary = imports.summarize(where[0], text, where[1], self.resolver, self.import_depth)
-        if summary is None:
-            return UNKNOWN
-        by_index: dict[int, Arg] = {}
-        for i, a in enumerate(args):
-            if a.value is _STAR_UNKNOWN:
-                break
-            by_index[i] = a
-        names = list(summary.params) + list(summary.kwonly)
-        for k, a in kwargs.items():
-            if k in names:
-                by_index[names.index(k)] = a
-        absent = Arg(None, UNKNOWN)
-        helper = f"{func.name}" if func.name == where[1] else f"{func.name} ({where[1]})"
-        for use in summary.dmas:
-            pick = lambda role: by_index.get(use.roles[role], absent) if role in use.roles else absent  # noqa: E731
-            call = DmaCall(id=len(self.events.dmas), api=use.api, node=node, src=pick("src"),
-                           dst=pick("dst"), sem=pick("sem"), in_kernel=frame.kernel,
-                           kernel_id=frame.kernel_id, external=(where[0], use.line, helper),
-                           escaped=True)
-            if call.remote:
-                call.send_sem, call.device_id = pick("send_sem"), absent
-            if use.started and not call.implicit_start:
-                call.ops.append(DescOp(op="start", node=node, attr_node=None))
-            call.ops.extend(DescOp(op=w, node=node, attr_node=None) for w in use.waits)
-            self.events.dmas.append(call)
-        for use in summary.sem_ops:
-            if use.param in by_index:
-                self.events.sem_ops.append(SemOp(api=use.api, node=node, sem=by_index[use.param],
-                                                 kernel_id=frame.kernel_id))
-        for use in summary.accesses:
-            a = by_index.get(use.param)
-            if a is not None and a.node is not None:
-                self.events.accesses.append(RefAccess(kind=use.kind, node=a.node, ref=a))
         return UNKNOWN
 
     def instantiate(self, cls: ClassVal, args: list[Arg], kwargs: dict[str, Arg],
@@ -897,7 +951,8 @@ class Interpreter:
 
     def call_func(self, func: Func, args: list[Value], kwargs: dict[str, Value],
                   frame: Frame, *, unknown_params: bool = False,
-                  kernel: bool | None = None, param_origin: dict | None = None) -> Value:
+                  kernel: bool | None = None, param_origin: dict | None = None,
+                  call_node: ast.AST | None = None, backend_name: str | None = None) -> Value:
         node = func.node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return UNKNOWN
@@ -912,11 +967,17 @@ class Interpreter:
         if kernel is True and not frame.kernel_id:
             self._kernel_count += 1
             kid = self._kernel_count
+            self.kernel_backend[kid] = backend_name or self.file_backend
+        scope_parent = func.scope if isinstance(func.scope, Scope) else self.module_scope
+        mod = scope_parent.module or self.root
+        # Code in another file remembers the call here that led to it.
+        site = None if mod is self.root else (frame.site or call_node or self._root_stmt)
         # Instances are mutable: their versions are part of the key.
         versions = tuple(v.version for v in list(args) + list(kwargs.values())
                          if isinstance(v, Instance))
         key = (id(node), in_kernel, kid, unknown_params, _key(args),
-               _key(sorted(kwargs.items())), id(func.scope), versions)
+               _key(sorted(kwargs.items())), id(func.scope), versions,
+               id(site) if site is not None else 0)
         if key in self._memo:
             return self._memo[key]
         if key in self._active:  # recursion
@@ -925,8 +986,9 @@ class Interpreter:
         self._entered.add(id(node))
         saved_kid, self._kernel_id = self._kernel_id, kid
         try:
-            scope = Scope(func.scope if isinstance(func.scope, Scope) else self.module_scope)
-            inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1, kernel_id=kid)
+            scope = Scope(scope_parent)
+            inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1, kernel_id=kid,
+                          mod=mod, site=site)
             self.bind_params(node, args, kwargs, inner, unknown_params, param_origin or {})
             if isinstance(node, ast.Lambda):
                 result = self.eval(node.body, inner)
@@ -1055,7 +1117,7 @@ class Interpreter:
             ref = _pick(args, kwargs, 0, "ref")
             if ref is not None:
                 val = _pick(args, kwargs, 1, "val") if t == "store" else None
-                self.events.accesses.append(RefAccess(kind=t, node=node, ref=ref, value=val))
+                self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, kind=t, node=node, ref=ref, value=val))
                 if t == "load":
                     shape = ref.value.shape if isinstance(ref.value, Ref) else None
                     return Array(origin="load", shape=shape,
@@ -1064,7 +1126,7 @@ class Interpreter:
         if t == "roll":
             x = _pick(args, kwargs, 0, "x")
             if x is not None:
-                self.events.rolls.append(RollCall(
+                self.events.rolls.append(RollCall(kernel_id=self._kernel_id, 
                     node=node, x=x, shift=_pick(args, kwargs, 1, "shift"),
                     axis=_pick(args, kwargs, 2, "axis"), stride=kwargs.get("stride"),
                     stride_axis=kwargs.get("stride_axis")))
@@ -1078,7 +1140,7 @@ class Interpreter:
             body = _pick(args, kwargs, 0, "body")
             if body is None or not isinstance(body.value, Func):
                 return binding.KernelDecorator(kwargs=tuple(kwargs.items()))
-            return binding.pl_kernel(self, body.value, kwargs, frame)
+            return binding.pl_kernel(self, body.value, kwargs, frame, node)
         if t == "core_map":
             return binding.CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
         if t == "run_scoped":
@@ -1088,6 +1150,9 @@ class Interpreter:
                                                              if k not in ("f", "collective_axes")},
                                        node, frame)
             return UNKNOWN
+        if t == "with_scoped":
+            return binding.WithScoped(args=tuple(args), kwargs=tuple(
+                (k, a) for k, a in kwargs.items() if k != "collective_axes"))
         if t == "when":
             return binding.WhenDecorator()
         if t == "loop":
@@ -1128,9 +1193,6 @@ class Interpreter:
             if isinstance(inner, Api):
                 return binding.PartialApi(api=inner.name, args=tuple(args[1:]),
                                           kwargs=tuple(kwargs.items()))
-            if isinstance(inner, Imported):
-                return replace(inner, bound_args=inner.bound_args + tuple(args[1:]),
-                               bound_kwargs=inner.bound_kwargs + tuple(kwargs.items()))
             if isinstance(inner, Choice):
                 return Choice(options=tuple(
                     self.call_api(name, [Arg(args[0].node, option)] + args[1:], kwargs, node, frame)
@@ -1230,10 +1292,13 @@ class Interpreter:
 
     def _scoped_ref(self, a: Arg, call_node) -> Value:
         alloc = binding.to_alloc(a.value)
+        if alloc is None and isinstance(a.value, Seq):  # a pytree of allocations
+            return Seq(items=tuple(self._scoped_ref(Arg(a.node, v), call_node)
+                                   for v in a.value.items), keys=a.value.keys)
         if alloc is None:
             return UNKNOWN
         if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:
-            self.events.scoped.append(ScopedAlloc(node=a.node, space=alloc.space.value,
+            self.events.scoped.append(ScopedAlloc(kernel_id=self._kernel_id, node=a.node, space=alloc.space.value,
                                                   call=call_node))
         line = getattr(call_node, "lineno", 0)
         col = getattr(a.node, "col_offset", 0)
@@ -1385,6 +1450,11 @@ def _const_binop(a, b, op) -> Value:
     except (ZeroDivisionError, OverflowError):
         return UNKNOWN
     return UNKNOWN
+
+
+def _real(path: str) -> str:
+    import os
+    return os.path.realpath(path)
 
 
 def _key(obj):

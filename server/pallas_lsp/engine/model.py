@@ -19,6 +19,9 @@ class Span:
     col: int
     end_line: int
     end_col: int
+    # The file, when it is not the one analysed (a helper reached from a
+    # kernel launched here); "" for the analysed file itself.
+    path: str = ""
 
     def contains(self, line: int, col: int) -> bool:
         if (line, col) < (self.line, self.col):
@@ -267,6 +270,12 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)
     names: list[NameInfo] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)  # names of kernels found
+    # Findings located in other files (helpers this file's kernels call),
+    # by path, each with this file's launch as related information.
+    foreign: dict[str, list[Finding]] = field(default_factory=dict)
+    deps: set[str] = field(default_factory=set)  # other files the analysis read
+    missing: set[str] = field(default_factory=set)  # files it wanted but did not parse
+    coverage: object = None  # coverage.FileCoverage, when asked for
     syntax_error: str | None = None  # first syntax error, if any (file still analysed)
     internal_error: str | None = None  # the engine failed on this file (a bug to report)
 

@@ -20,6 +20,7 @@ class Source:
     tree: ast.Module
     syntax_error: str | None = None
     blanked: set[int] = field(default_factory=set)  # 0-based lines removed to parse
+    path: str = ""  # set for files read as another file's imports (spans carry it)
 
     def span(self, node: ast.AST) -> Span:
         """Code-point span of a node (ast columns are UTF-8 byte offsets)."""
@@ -28,7 +29,7 @@ class Source:
         col = self._col(line, node.col_offset)
         end_col = self._col(end_line, node.end_col_offset if node.end_col_offset is not None
                             else node.col_offset)
-        return Span(line, col, end_line, end_col)
+        return Span(line, col, end_line, end_col, self.path)
 
     def _col(self, line: int, byte_col: int) -> int:
         if line < 0 or line >= len(self.lines):

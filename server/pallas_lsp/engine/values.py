@@ -79,6 +79,7 @@ class GridSpec(Value):
     scratch_shapes: Value = UNKNOWN
     has_in_specs: bool = False
     has_out_specs: bool = False
+    grid: Value = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,28 @@ class Choice(Value):
 
     def describe(self) -> str:
         return " | ".join(o.describe() for o in self.options)
+
+
+@dataclass(frozen=True)
+class Imported(Value):
+    """A name bound by `from m import name` to the user's module `path`;
+    read lazily (the module is loaded the first time the name is used)."""
+
+    path: str = ""
+    name: str = ""
+
+    def describe(self) -> str:
+        return f"imported {self.name}"
+
+
+@dataclass(frozen=True)
+class ModuleRef(Value):
+    """One of the user's modules (`import pkg.mod as m`, `from pkg import mod`)."""
+
+    path: str = ""
+
+    def describe(self) -> str:
+        return f"module {self.path}"
 
 
 MAX_CHOICES = 4

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from pallas_lsp.engine.events import Arg, DmaCall, Events
@@ -15,12 +15,26 @@ from pallas_lsp.engine.source import Source
 class Context:
     src: Source
     events: Events
+    # id(node in another file) -> the call in the analysed file through
+    # which the kernel reached it (interp.Interpreter.sites).
+    sites: dict = field(default_factory=dict)
+    # span in another file -> span of that call here (filled by `span`).
+    via: dict = field(default_factory=dict)
+
+    def source_of(self, node: ast.AST) -> Source:
+        return getattr(node, "_pl_src", None) or self.src
 
     def span(self, node: ast.AST) -> Span:
-        return self.src.span(node)
+        src = self.source_of(node)
+        span = src.span(node)
+        if src is not self.src and span.path != self.src.path:
+            site = self.sites.get(id(node))
+            if site is not None and span not in self.via:
+                self.via[span] = self.src.span(site)
+        return span
 
     def text(self, node: ast.AST) -> str:
-        return self.src.segment(node)
+        return self.source_of(node).segment(node)
 
     def arg_node(self, arg: Arg, fallback: ast.AST) -> ast.AST:
         return arg.node if arg.node is not None else fallback
@@ -41,10 +55,6 @@ def wait_ops(call: DmaCall, kinds=("wait", "wait_recv", "wait_send")):
 
 def raise_sites(ctx: Context, call: DmaCall, ops, what: str) -> tuple[Related, ...]:
     """Related information: where JAX raises (the .start()/.wait() line)."""
-    if call.external is not None:
-        path, line, helper = call.external
-        return (Related(Span(line, 0, line, 0), f"`{helper}` uses this argument in a DMA here",
-                        path=path),)
     if call.implicit_start and what == "start":
         return ()
     seen, out = set(), []

@@ -14,7 +14,8 @@ def check(ctx: Context):
             if op.op != "wait_send" or op.attr_node is None:
                 continue
             attr = ctx.span(op.attr_node)
-            name = Span(attr.end_line, attr.end_col - len("wait_send"), attr.end_line, attr.end_col)
+            name = Span(attr.end_line, attr.end_col - len("wait_send"), attr.end_line, attr.end_col,
+                        attr.path)
             yield Finding(
                 code=CODE,
                 message=(f"{MESSAGE} This descriptor comes from `{call.api}` (line "

@@ -38,12 +38,12 @@ def _drop_priority(ctx: Context, call_node: ast.Call, value_node: ast.AST):
     span = ctx.span(target)
     if len(items) == 1:
         start, end = span, span
-        edit_span = Span(start.line, start.col, end.end_line, end.end_col)
+        edit_span = Span(start.line, start.col, end.end_line, end.end_col, span.path)
     elif i > 0:
         prev = ctx.span(items[i - 1])
-        edit_span = Span(prev.end_line, prev.end_col, span.end_line, span.end_col)
+        edit_span = Span(prev.end_line, prev.end_col, span.end_line, span.end_col, span.path)
     else:
         nxt = ctx.span(items[i + 1])
-        edit_span = Span(span.line, span.col, nxt.line, nxt.col)
+        edit_span = Span(span.line, span.col, nxt.line, nxt.col, span.path)
     return (Fix(title="Remove the negative priority (use the default, 0)",
                 edits=(Edit(edit_span, ""),), safe=True),)

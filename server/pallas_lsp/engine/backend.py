@@ -1,0 +1,104 @@
+"""Which compiler a kernel is written for: Mosaic TPU (and SparseCore),
+Mosaic GPU or Triton. The rules know TPU semantics (what interpret mode and
+the TPU compiler accept); a GPU kernel doing the same thing may be correct,
+so only TPU kernels are judged.
+
+A kernel's backend comes from its launch (compiler params, mesh, the
+`backend=` argument, the launching API), else from the file's imports: a
+file that imports Pallas' GPU modules and not its TPU ones is GPU code.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+
+from pallas_lsp.engine.events import Events
+from pallas_lsp.engine.model import Api, Const, Seq, Value
+
+TPU, GPU, TRITON = "tpu", "gpu", "triton"
+
+
+@dataclass(frozen=True)
+class Hint(Value):
+    """The result of an API call that names a backend (CompilerParams,
+    a mesh constructor, ...)."""
+
+    backend: str = TPU
+
+
+def of_api(name: str) -> str | None:
+    """The backend an API belongs to, from its canonical name."""
+    if "mosaic_gpu" in name or name.startswith("plgpu."):
+        return GPU
+    if "triton" in name:
+        return TRITON
+    if name.startswith("pltpu.") or ".tpu_sc" in name or name.startswith("pl.tpu_sc"):
+        return TPU
+    return None
+
+
+def of_value(v: Value | None) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, Hint):
+        return v.backend
+    if isinstance(v, Api):
+        return of_api(v.name)
+    if isinstance(v, Const) and isinstance(v.value, str):
+        s = v.value.lower()
+        if s in ("triton",):
+            return TRITON
+        if s in ("mosaic_gpu", "gpu"):
+            return GPU
+        if s in ("mosaic", "mosaic_tpu", "tpu"):
+            return TPU
+    if isinstance(v, Seq) and v.keys is not None:  # compiler_params={"mosaic": ...}
+        for k in v.keys:
+            found = of_value(Const(value=k)) if isinstance(k, str) else None
+            if found:
+                return found
+    return None
+
+
+def of_launch(*values: Value | None) -> str | None:
+    for v in values:
+        found = of_value(v)
+        if found:
+            return found
+    return None
+
+
+def of_file(tree: ast.Module) -> str:
+    """GPU when the file imports Pallas' GPU modules and none of its TPU ones."""
+    gpu = tpu = False
+    for node in ast.walk(tree) if len(tree.body) < 5000 else tree.body:
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for n in names:
+            if "pallas.mosaic_gpu" in n or "pallas.triton" in n or n.startswith("jax_triton") \
+                    or "mosaic.gpu" in n:
+                gpu = True
+            elif "pallas.tpu" in n or "pallas.mosaic" in n or n.endswith("pallas.tpu_sc"):
+                tpu = True
+    return GPU if gpu and not tpu else TPU
+
+
+def tpu_only(events: Events, kernel_backend: dict[int, str], file_backend: str) -> Events:
+    """The events of TPU kernels (and, outside any kernel, of TPU files)."""
+    def keep(kid: int) -> bool:
+        return kernel_backend.get(kid, file_backend) == TPU if kid else file_backend == TPU
+
+    if file_backend == TPU and all(b == TPU for b in kernel_backend.values()):
+        return events
+    return replace(
+        events,
+        dmas=[d for d in events.dmas if keep(d.kernel_id)],
+        sem_ops=[o for o in events.sem_ops if keep(o.kernel_id)],
+        accesses=[a for a in events.accesses if keep(getattr(a, "kernel_id", 0))],
+        scoped=[s for s in events.scoped if keep(getattr(s, "kernel_id", 0))],
+        rolls=[r for r in events.rolls if keep(getattr(r, "kernel_id", 0))],
+    )

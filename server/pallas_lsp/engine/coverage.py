@@ -1,0 +1,192 @@
+"""How much of a file the engine sees: for every DMA and semaphore call in
+the source (found syntactically, so a call in a function the engine never
+entered still counts) whether the engine reached it and knew the kind of
+each argument; and for every kernel launch whether its parameters were
+bound. `pallas-lsp coverage` reports it; it is the measure of recall work.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from pallas_lsp.engine import api
+from pallas_lsp.engine.events import Arg, Events
+from pallas_lsp.engine.model import Api, Array, Const, Ref
+
+_LAUNCHERS = {"pallas_call", "kernel", "core_map", "emit_pipeline"}
+_ROLES = ("src", "dst", "sem", "send_sem")
+
+
+@dataclass
+class Site:
+    kind: str  # dma | semaphore | ref
+    api: str
+    line: int  # 0-based
+    col: int
+    reached: bool
+    known: bool
+    unknown: list[str] = field(default_factory=list)  # which arguments were not known
+    reason: str = ""  # why not reached / not known, in words
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "api": self.api, "line": self.line + 1, "col": self.col + 1,
+                "reached": self.reached, "known": self.known, "unknown": self.unknown,
+                "reason": self.reason}
+
+
+@dataclass
+class LaunchSite:
+    api: str
+    kernel: str
+    line: int
+    bound: bool
+    backend: str
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"api": self.api, "kernel": self.kernel, "line": self.line + 1,
+                "bound": self.bound, "backend": self.backend, "reason": self.reason}
+
+
+@dataclass
+class FileCoverage:
+    path: str | None
+    backend: str = "tpu"
+    sites: list[Site] = field(default_factory=list)
+    launches: list[LaunchSite] = field(default_factory=list)
+    # Sites in other files this analysis reached: path -> {(line, col): (known, unknown args)}.
+    foreign: dict = field(default_factory=dict)
+
+
+def arg_known(arg: Arg | None) -> bool:
+    """The engine knows what kind of value this is (a Ref of some kind, or
+    an Array): enough to judge it."""
+    if arg is None or not arg.present:
+        return True
+    return isinstance(arg.value, (Ref, Array)) or (isinstance(arg.value, Const)
+                                                    and arg.value.value is None)
+
+
+def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object]]:
+    """id(call node) -> (known in some analysis of it, unknown roles, node)."""
+    out: dict[int, tuple[bool, list[str], object]] = {}
+
+    def note(node, unknown: list[str]):
+        prev = out.get(id(node))
+        known = not unknown
+        if prev is None or (known and not prev[0]):
+            out[id(node)] = (known, unknown, node)
+
+    for call in events.dmas:
+        roles = [r for r in _ROLES if getattr(call, r, None) is not None]
+        note(call.node, [r for r in roles if not arg_known(getattr(call, r))])
+    for op in events.sem_ops:
+        note(op.node, [] if arg_known(op.sem) else ["sem"])
+    return out
+
+
+def _api_name(node: ast.AST, scope: dict) -> str | None:
+    """Canonical API name of a call's callee, via the file's imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    base = scope.get(node.id)
+    if not isinstance(base, Api):
+        return None
+    name = base.name
+    for p in reversed(parts):
+        name = api.join(name, p)
+    return name
+
+
+def measure(src, interp, events: Events) -> FileCoverage:
+    cov = FileCoverage(path=interp.path, backend=interp.file_backend)
+    status = _event_status(events)
+    scope = interp.root.scope.vars
+    funcs = _enclosing_functions(src.tree)
+    for node in ast.walk(src.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _api_name(node.func, scope)
+        if name is None:
+            continue
+        t = api.tail(name)
+        if t in api.DMA_MAKERS:
+            kind = "dma"
+        elif t in api.SEM_OPS:
+            kind = "semaphore"
+        elif t in ("load", "store"):
+            kind = "ref"
+        else:
+            continue
+        span = src.span(node)
+        hit = status.get(id(node))
+        if kind == "ref":
+            reached = any(a.node is node for a in events.accesses)
+            cov.sites.append(Site(kind, t, span.line, span.col, reached, reached, [],
+                                  "" if reached else _why_unreached(node, funcs, interp)))
+            continue
+        if hit is None:
+            cov.sites.append(Site(kind, t, span.line, span.col, False, False, [],
+                                  _why_unreached(node, funcs, interp)))
+        else:
+            known, unknown, _ = hit
+            cov.sites.append(Site(kind, t, span.line, span.col, True, known, unknown,
+                                  "" if known else "the engine reached it but could not tell "
+                                  "what " + ", ".join(f"`{r}`" for r in unknown) + " is"))
+    for launch in interp.events.launches:
+        node = launch.node
+        if node is None or getattr(node, "_pl_src", src) is not src:
+            continue
+        cov.launches.append(LaunchSite(launch.api, launch.kernel, src.span(node).line,
+                                       launch.bound, launch.backend, launch.reason))
+    seen_launch = {id(launch.node) for launch in interp.events.launches}
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Call) and id(node) not in seen_launch:
+            name = _api_name(node.func, scope)
+            if name and api.tail(name) in _LAUNCHERS:
+                cov.launches.append(LaunchSite(api.tail(name), "", src.span(node).line, False,
+                                               interp.file_backend,
+                                               _why_unreached(node, funcs, interp)))
+    for known, unknown, node in status.values():
+        other = getattr(node, "_pl_src", None)
+        if other is None or other is src or not other.path:
+            continue
+        span = other.span(node)
+        per = cov.foreign.setdefault(other.path, {})
+        prev = per.get((span.line, span.col))
+        if prev is None or (known and not prev[0]):
+            per[(span.line, span.col)] = (known, unknown)
+    cov.sites.sort(key=lambda s: (s.line, s.col))
+    cov.launches.sort(key=lambda s: s.line)
+    return cov
+
+
+def _enclosing_functions(tree: ast.AST) -> dict[int, ast.AST]:
+    """id(node) -> innermost def containing it, for every call."""
+    out: dict[int, ast.AST] = {}
+
+    def visit(node, func):
+        for child in ast.iter_child_nodes(node):
+            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                ast.Lambda)) else func
+            if isinstance(child, ast.Call) and func is not None:
+                out[id(child)] = func
+            visit(child, inner)
+
+    visit(tree, None)
+    return out
+
+
+def _why_unreached(node, funcs, interp) -> str:
+    func = funcs.get(id(node))
+    if func is None:
+        return "module-level code the engine did not reach"
+    name = getattr(func, "name", "<lambda>")
+    if id(func) not in interp._entered:
+        return f"`{name}` is never called where the engine can follow it"
+    return f"`{name}` was analysed, but this call was not reached (a branch or loop the " \
+           f"engine did not enter)"
