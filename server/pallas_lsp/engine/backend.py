@@ -71,7 +71,7 @@ def of_launch(*values: Value | None) -> str | None:
 def of_file(tree: ast.Module) -> str:
     """GPU when the file imports Pallas' GPU modules and none of its TPU ones."""
     gpu = tpu = False
-    for node in ast.walk(tree) if len(tree.body) < 5000 else tree.body:
+    for node in _top_level(tree):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -87,18 +87,37 @@ def of_file(tree: ast.Module) -> str:
     return GPU if gpu and not tpu else TPU
 
 
+def _top_level(tree: ast.Module):
+    """Top-level statements, including those under a top-level if/try
+    (imports live there; walking every node would cost as much as a parse)."""
+    stack = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.If, ast.Try)):
+            for name in ("body", "orelse", "finalbody"):
+                stack.extend(reversed(getattr(node, name, [])))
+            for h in getattr(node, "handlers", []):
+                stack.extend(reversed(h.body))
+
+
 def tpu_only(events: Events, kernel_backend: dict[int, str], file_backend: str) -> Events:
     """The events of TPU kernels (and, outside any kernel, of TPU files)."""
-    def keep(kid: int) -> bool:
-        return kernel_backend.get(kid, file_backend) == TPU if kid else file_backend == TPU
-
     if file_backend == TPU and all(b == TPU for b in kernel_backend.values()):
         return events
-    return replace(
-        events,
-        dmas=[d for d in events.dmas if keep(d.kernel_id)],
-        sem_ops=[o for o in events.sem_ops if keep(o.kernel_id)],
-        accesses=[a for a in events.accesses if keep(getattr(a, "kernel_id", 0))],
-        scoped=[s for s in events.scoped if keep(getattr(s, "kernel_id", 0))],
-        rolls=[r for r in events.rolls if keep(getattr(r, "kernel_id", 0))],
-    )
+    groups = (events.dmas, events.sem_ops, events.accesses, events.scoped, events.rolls)
+    # Code seen inside a GPU kernel is GPU code, also where it was run on
+    # its own, outside any launch (kernel 0).
+    gpu_nodes = {id(e.node) for group in groups for e in group
+                 if e.kernel_id and kernel_backend.get(e.kernel_id, file_backend) != TPU}
+
+    def keep(e) -> bool:
+        if e.kernel_id:
+            return kernel_backend.get(e.kernel_id, file_backend) == TPU
+        return file_backend == TPU and id(e.node) not in gpu_nodes
+
+    return replace(events, dmas=[e for e in events.dmas if keep(e)],
+                   sem_ops=[e for e in events.sem_ops if keep(e)],
+                   accesses=[e for e in events.accesses if keep(e)],
+                   scoped=[e for e in events.scoped if keep(e)],
+                   rolls=[e for e in events.rolls if keep(e)])

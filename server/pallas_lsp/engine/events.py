@@ -40,6 +40,7 @@ class DmaCall:
     escaped: bool = False  # handed to code the engine cannot follow
     in_kernel: bool = True
     kernel_id: int = 0  # which kernel analysis created it (0: outside any kernel)
+    site: ast.AST | None = None  # the call in the analysed file that led here (another file)
 
     @property
     def remote(self) -> bool:
@@ -79,6 +80,7 @@ class SemOp:
     decrement: Arg | None = None
     device_id: Arg | None = None
     kernel_id: int = 0
+    site: ast.AST | None = None
 
 
 @dataclass
@@ -91,6 +93,7 @@ class RefAccess:
     ref: Arg
     value: Arg | None = None  # the stored value, for writes
     kernel_id: int = 0
+    site: ast.AST | None = None
 
 
 @dataclass
@@ -101,6 +104,7 @@ class ScopedAlloc:
     space: str
     call: ast.Call
     kernel_id: int = 0
+    site: ast.AST | None = None
 
 
 @dataclass
@@ -114,6 +118,7 @@ class RollCall:
     stride: Arg | None
     stride_axis: Arg | None
     kernel_id: int = 0
+    site: ast.AST | None = None
 
 
 @dataclass

@@ -121,6 +121,7 @@ class Interpreter:
         self._memo: dict[tuple, Value] = {}
         self._active: set[tuple] = set()
         self._entered: set[int] = set()  # function nodes already run at least once
+        self._unknown_run: set[int] = set()  # ... and those run with unknown arguments
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
@@ -130,7 +131,9 @@ class Interpreter:
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)
         self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
+        self._site: ast.AST | None = None  # Frame.site of the code being run (for events)
         self.deps: set[str] = set()  # other files read
+        self._property_frame: Frame | None = None  # where a property getter runs from
 
     # ------------------------------------------------------------ driver
 
@@ -145,8 +148,21 @@ class Interpreter:
             # Functions nobody called in this file (wrappers, tests, methods):
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
-            for node in self._all_functions(self.src.tree):
+            functions = self._all_functions(self.src.tree)
+            for node in functions:
                 if id(node) not in self._entered:
+                    func = Func(node=node, scope=self.module_scope)
+                    self.call_func(func, [], {}, frame, unknown_params=True)
+                    self._flush_pending()
+                    self._run_escaped(frame)
+            # A launcher called here only with its defaults may launch other
+            # kernels for other flags (its other callers are elsewhere): run
+            # it once more with unknown arguments, so every branch is seen.
+            reached = {id(launch.node) for launch in self.events.launches}
+            lines = [i + 1 for i, text in enumerate(self.src.lines) if _LAUNCH_TEXT.search(text)]
+            for node in functions:
+                if id(node) not in self._unknown_run and _mentions(node, lines) \
+                        and _unreached_launch(node, reached):
                     func = Func(node=node, scope=self.module_scope)
                     self.call_func(func, [], {}, frame, unknown_params=True)
                     self._flush_pending()
@@ -335,19 +351,64 @@ class Interpreter:
         if node.keywords or not (plain or namedtuple) or (decorators and not record):
             frame.scope.vars[node.name] = UNKNOWN
             return
-        methods, fields = {}, []
+        methods, fields, kinds = {}, [], {}
         for parent in parents:  # single inheritance from classes of this file
             methods.update(parent.methods)
+            kinds.update(parent.kinds)
             fields.extend(f for f in parent.fields if f not in fields)
             record = record or parent.record
         for stmt in node.body:
-            if isinstance(stmt, ast.FunctionDef) and not stmt.decorator_list:
-                methods[stmt.name] = stmt
+            if isinstance(stmt, ast.FunctionDef):
+                kind = self._method_kind(stmt, frame)
+                if kind is not None:
+                    methods[stmt.name] = stmt
+                    kinds[stmt.name] = kind
+                else:
+                    methods.pop(stmt.name, None)
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.target.id not in fields:
                 fields.append(stmt.target.id)
-        frame.scope.vars[node.name] = ClassVal(node, frame.scope, methods, tuple(fields),
-                                               record or namedtuple)
+        cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
+        object.__setattr__(cls, "kinds", kinds)
+        frame.scope.vars[node.name] = cls
+
+    def _method_kind(self, stmt: ast.FunctionDef, frame: Frame) -> str | None:
+        """method | static | class | property; None for decorators that run
+        or replace the function (Pallas decorators, property setters)."""
+        kind = "method"
+        for dec in stmt.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name == "staticmethod":
+                kind = "static"
+            elif name == "classmethod":
+                kind = "class"
+            elif name in ("property", "cached_property"):
+                kind = "property"
+            elif name in ("setter", "deleter", "overload", "abstractmethod"):
+                return None
+            elif isinstance(self.eval(dec, frame), binding.Decorator):
+                return None
+            # Anything else (jax.named_scope, functools.cache, jax.jit, ...)
+            # leaves a function that behaves like the method when called.
+        return kind
+
+    def method_value(self, cls: ClassVal, name: str, obj: Value | None) -> Value | None:
+        """`obj.name` / `Class.name` for a method of one of the file's classes."""
+        node = cls.methods.get(name)
+        if node is None:
+            return None
+        kind = getattr(cls, "kinds", {}).get(name, "method")
+        if kind == "static":
+            return Func(node=node, scope=cls.scope)
+        if kind == "class":
+            return Func(node=node, scope=cls.scope, bound_args=(cls,))
+        if obj is None:
+            return Func(node=node, scope=cls.scope)
+        if kind == "property":
+            return self.call_func(Func(node=node, scope=cls.scope, bound_args=(obj,)), [], {},
+                                  self._property_frame)
+        return Func(node=node, scope=cls.scope, bound_args=(obj,))
 
     def stmt_Return(self, node: ast.Return, frame: Frame) -> None:
         frame.returns.append(self.eval(node.value, frame) if node.value else Const(value=None))
@@ -509,7 +570,7 @@ class Interpreter:
                         frame: Frame) -> None:
         self.eval_index(target.slice, frame)
         if isinstance(base, Ref):
-            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, 
+            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, 
                 kind="swap", node=target, ref=Arg(target.value, base),
                 value=Arg(value_node, value)))
         else:
@@ -595,10 +656,12 @@ class Interpreter:
         if isinstance(base, Instance):
             if attr in base.attrs:
                 return base.attrs[attr]
-            method = base.cls.methods.get(attr)
-            if method is not None:
-                return Func(node=method, scope=base.cls.scope, bound_args=(base,))
-            return UNKNOWN
+            self._property_frame = frame
+            method = self.method_value(base.cls, attr, base)
+            return method if method is not None else UNKNOWN
+        if isinstance(base, ClassVal):
+            method = self.method_value(base, attr, None)
+            return method if method is not None else UNKNOWN
         if isinstance(base, Ref):
             if attr == "at":
                 return AtProxy(ref=base)
@@ -634,7 +697,7 @@ class Interpreter:
         if isinstance(base, Ref):
             shape = binding.index_shape(base.shape, self.eval_index(node.slice, frame),
                                         node.slice)
-            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, kind="get", node=node,
+            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind="get", node=node,
                                                   ref=Arg(node.value, base)))
             return Array(origin=f"read of {self.src.segment(node.value)}", shape=shape,
                          dtype=base.dtype, sem=base.sem)
@@ -984,7 +1047,10 @@ class Interpreter:
             return UNKNOWN
         self._active.add(key)
         self._entered.add(id(node))
+        if unknown_params:
+            self._unknown_run.add(id(node))
         saved_kid, self._kernel_id = self._kernel_id, kid
+        saved_site, self._site = self._site, site
         try:
             scope = Scope(scope_parent)
             inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1, kernel_id=kid,
@@ -998,6 +1064,7 @@ class Interpreter:
         finally:
             self._active.discard(key)
             self._kernel_id = saved_kid
+            self._site = saved_site
         self._memo[key] = result
         return result
 
@@ -1005,15 +1072,25 @@ class Interpreter:
                     unknown_params: bool, origins: dict) -> None:
         a = node.args
         positional = list(a.posonlyargs) + list(a.args)
-        # Arguments after a `*args` of unknown length: positions unknown.
+        # Arguments after a `*args` of unknown length: positions unknown,
+        # unless the signature fixes them (no defaults, no *args): then the
+        # arguments after it are the last parameters, `f(*xs, out, buf)`.
         star_at = next((i for i, v in enumerate(args) if v is _STAR_UNKNOWN), None)
         star = star_at is not None
+        from_back: dict[str, Value] = {}
         if star:
+            after = args[star_at + 1:]
             args = args[:star_at]
+            if after and _STAR_UNKNOWN not in after and a.vararg is None and not a.defaults \
+                    and not unknown_params and len(args) + len(after) <= len(positional):
+                tail = positional[len(positional) - len(after):]
+                from_back = {p.arg: v for p, v in zip(tail, after)}
         values: dict[str, Value] = {}
         for i, p in enumerate(positional):
-            if unknown_params or (star and i >= star_at):
+            if unknown_params:
                 v = UNKNOWN
+            elif star and i >= star_at:
+                v = from_back.get(p.arg, UNKNOWN)
             elif i < len(args):
                 v = args[i]
             elif p.arg in kwargs:
@@ -1038,7 +1115,8 @@ class Interpreter:
             extra_kw = {k: v for k, v in kwargs.items() if k not in named}
             values[a.kwarg.arg] = UNKNOWN if unknown_params else Seq(
                 items=tuple(extra_kw.values()), keys=tuple(extra_kw))
-        for p in positional + list(a.kwonlyargs) + ([a.vararg] if a.vararg else []):
+        for p in positional + list(a.kwonlyargs) + ([a.vararg] if a.vararg else []) \
+                + ([a.kwarg] if a.kwarg else []):
             v = values.get(p.arg, UNKNOWN)
             if p.arg in origins and isinstance(v, (Ref, Seq)) and not v.origin:
                 v = replace(v, origin=origins[p.arg])
@@ -1108,7 +1186,7 @@ class Interpreter:
         if t in api.SEM_OPS:
             sem = _pick(args, kwargs, 0, "sem_or_view")
             if sem is not None:
-                self.events.sem_ops.append(SemOp(
+                self.events.sem_ops.append(SemOp(site=self._site,
                     api=t, node=node, sem=sem,
                     decrement=kwargs.get("decrement"),
                     device_id=kwargs.get("device_id"), kernel_id=frame.kernel_id))
@@ -1117,7 +1195,7 @@ class Interpreter:
             ref = _pick(args, kwargs, 0, "ref")
             if ref is not None:
                 val = _pick(args, kwargs, 1, "val") if t == "store" else None
-                self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, kind=t, node=node, ref=ref, value=val))
+                self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind=t, node=node, ref=ref, value=val))
                 if t == "load":
                     shape = ref.value.shape if isinstance(ref.value, Ref) else None
                     return Array(origin="load", shape=shape,
@@ -1126,7 +1204,7 @@ class Interpreter:
         if t == "roll":
             x = _pick(args, kwargs, 0, "x")
             if x is not None:
-                self.events.rolls.append(RollCall(kernel_id=self._kernel_id, 
+                self.events.rolls.append(RollCall(kernel_id=self._kernel_id, site=self._site, 
                     node=node, x=x, shift=_pick(args, kwargs, 1, "shift"),
                     axis=_pick(args, kwargs, 2, "axis"), stride=kwargs.get("stride"),
                     stride_axis=kwargs.get("stride_axis")))
@@ -1231,6 +1309,9 @@ class Interpreter:
                            if isinstance(b, Func)]
                 return join_all(results) if results else UNKNOWN
             return UNKNOWN
+        hint = backend.of_api(name)
+        if hint is not None and hint != backend.TPU:
+            return backend.Hint(backend=hint)  # GPU compiler params, meshes, ...
         if name.startswith("jnp.") and name[4:] in _DTYPES:
             return Const(value=_DTYPES[name[4:]])
         if name.startswith(("jnp.", "lax.", "jax.")) or name.startswith(("pl.", "pltpu.")):
@@ -1247,7 +1328,7 @@ class Interpreter:
             frame: Frame) -> Value:
         absent = Arg(None, UNKNOWN)
         remote = t in ("make_async_remote_copy", "async_remote_copy")
-        call = DmaCall(
+        call = DmaCall(site=self._site,
             id=len(self.events.dmas), api=t, node=node,
             src=_pick(args, kwargs, 0, "src_ref") or absent,
             dst=_pick(args, kwargs, 1, "dst_ref") or absent,
@@ -1298,7 +1379,7 @@ class Interpreter:
         if alloc is None:
             return UNKNOWN
         if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:
-            self.events.scoped.append(ScopedAlloc(kernel_id=self._kernel_id, node=a.node, space=alloc.space.value,
+            self.events.scoped.append(ScopedAlloc(kernel_id=self._kernel_id, site=self._site, node=a.node, space=alloc.space.value,
                                                   call=call_node))
         line = getattr(call_node, "lineno", 0)
         col = getattr(a.node, "col_offset", 0)
@@ -1428,6 +1509,8 @@ def _truthiness(v: Value) -> bool | None:
 def _is_none(v: Value) -> bool | None:
     if isinstance(v, Const):
         return v.value is None
+    if getattr(v, "nullable", False):
+        return None
     if isinstance(v, (Ref, Array, Descriptor, Seq, Func)):
         return False
     return None
@@ -1450,6 +1533,29 @@ def _const_binop(a, b, op) -> Value:
     except (ZeroDivisionError, OverflowError):
         return UNKNOWN
     return UNKNOWN
+
+
+_LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
+_LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
+
+
+def _mentions(func: ast.AST, lines: list[int]) -> bool:
+    """Is one of `lines` (sorted, 1-based) inside the def? (a cheap filter)"""
+    import bisect
+    i = bisect.bisect_left(lines, func.lineno)
+    return i < len(lines) and lines[i] <= (func.end_lineno or func.lineno)
+
+
+def _unreached_launch(func: ast.AST, reached: set[int]) -> bool:
+    """Does this def contain a pallas_call / pl.kernel / core_map call the
+    analysis has not reached?"""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and id(node) not in reached:
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in _LAUNCH_NAMES:
+                return True
+    return False
 
 
 def _real(path: str) -> str:

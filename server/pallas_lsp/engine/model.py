@@ -86,6 +86,7 @@ class Ref(Value):
     # Which allocation this Ref (or view) belongs to: its first origin. Views
     # keep it, so `sems.at[0]` and `sems.at[1]` share a root. "?" = unknown.
     root: str = ""
+    nullable: bool = False  # may be None instead (an optional operand or allocation)
 
     def __post_init__(self):
         if not self.root and self.origin:

@@ -16,6 +16,7 @@ class Spec(Value):
 
     space: Space | None = None  # None: not given (default VMEM block)
     block_shape: Shape | None = None
+    nullable: bool = False  # `spec if x is not None else None`
 
     def describe(self) -> str:
         return "BlockSpec"
@@ -30,10 +31,11 @@ class Alloc(Value):
     shape: Shape | None = None
     dtype: str | None = None
     sem: SemKind | None = None
+    nullable: bool = False  # `None if c else pltpu.VMEM(...)`
 
     def to_ref(self, origin: str) -> Ref:
         return Ref(origin=origin, space=self.space, shape=self.shape, dtype=self.dtype,
-                   sem=self.sem)
+                   sem=self.sem, nullable=self.nullable)
 
     def describe(self) -> str:
         return "allocation"
@@ -127,6 +129,7 @@ class ModuleRef(Value):
 
 
 MAX_CHOICES = 4
+_NULLABLE = (Ref, Spec, Alloc)
 
 
 def join(a: Value, b: Value) -> Value:
@@ -142,6 +145,13 @@ def join(a: Value, b: Value) -> Value:
         return b
     if isinstance(b, Const) and b.value is None and isinstance(a, Descriptor):
         return a
+    # An optional operand, spec or allocation: what it is when it is there
+    # (using None where a Ref is needed fails anyway), marked as nullable so
+    # that `x is None` stays undecided.
+    if isinstance(a, Const) and a.value is None and isinstance(b, _NULLABLE):
+        return replace(b, nullable=True)
+    if isinstance(b, Const) and b.value is None and isinstance(a, _NULLABLE):
+        return replace(a, nullable=True)
     if isinstance(a, Descriptor) and isinstance(b, Descriptor):
         remote = a.remote if a.remote == b.remote else None
         return Descriptor(origin=a.origin, remote=remote, call_ids=a.call_ids | b.call_ids)
@@ -152,12 +162,16 @@ def join(a: Value, b: Value) -> Value:
                    dtype=a.dtype if a.dtype == b.dtype else None,
                    sem=a.sem if a.sem == b.sem else None,
                    view=a.view or b.view,
-                   root=a.root if a.root == b.root else "?")
+                   root=a.root if a.root == b.root else "?",
+                   nullable=a.nullable or b.nullable)
     if isinstance(a, Array) and isinstance(b, Array):
         return Array(origin=a.origin if a.origin == b.origin else "",
                      shape=a.shape if a.shape == b.shape else None,
                      dtype=a.dtype if a.dtype == b.dtype else None,
                      sem=a.sem if a.sem == b.sem else None)
+    if isinstance(a, (Spec, Alloc)) and type(a) is type(b) and replace(a, nullable=False) \
+            == replace(b, nullable=False):
+        return replace(a, nullable=True)
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
@@ -210,6 +224,7 @@ class ClassVal(Value):
         object.__setattr__(self, "methods", methods)  # name -> FunctionDef
         object.__setattr__(self, "fields", fields)  # dataclass / NamedTuple field order
         object.__setattr__(self, "record", record)  # fields come from the call's arguments
+        object.__setattr__(self, "kinds", {})  # method name -> method | static | class | property
 
     __hash__ = object.__hash__
 

@@ -20,6 +20,13 @@ class Context:
     sites: dict = field(default_factory=dict)
     # span in another file -> span of that call here (filled by `span`).
     via: dict = field(default_factory=dict)
+    current: object = None  # the event a rule is looking at (see _Tracked)
+
+    def __post_init__(self):
+        # Rules loop over these lists; knowing which event a rule is on tells
+        # which call in this file led to a finding in another file.
+        for name in ("dmas", "sem_ops", "accesses", "scoped", "rolls"):
+            setattr(self.events, name, _Tracked(getattr(self.events, name), self))
 
     def source_of(self, node: ast.AST) -> Source:
         return getattr(node, "_pl_src", None) or self.src
@@ -28,8 +35,8 @@ class Context:
         src = self.source_of(node)
         span = src.span(node)
         if src is not self.src and span.path != self.src.path:
-            site = self.sites.get(id(node))
-            if site is not None and span not in self.via:
+            site = getattr(self.current, "site", None) or self.sites.get(id(node))
+            if site is not None:
                 self.via[span] = self.src.span(site)
         return span
 
@@ -38,6 +45,19 @@ class Context:
 
     def arg_node(self, arg: Arg, fallback: ast.AST) -> ast.AST:
         return arg.node if arg.node is not None else fallback
+
+
+class _Tracked(list):
+    """A list of events that tells the Context which item is being looked at."""
+
+    def __init__(self, items, ctx):
+        super().__init__(items)
+        self._ctx = ctx
+
+    def __iter__(self):
+        for item in super().__iter__():
+            self._ctx.current = item
+            yield item
 
 
 def is_value(v) -> bool:

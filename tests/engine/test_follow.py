@@ -1,0 +1,327 @@
+"""Constructs of real kernels that used to lose values on the way (a value
+became Unknown and Unknown is silent). Each test has a buggy kernel that
+must be reported and, where it matters, its fixed twin that must not."""
+from pallas_lsp.engine import analyze
+from tests.engine.conftest import HEADER, codes, run
+
+ANY = "pl.BlockSpec(memory_space=pltpu.ANY)"
+OUT = "jax.ShapeDtypeStruct((8, 128), jnp.float32)"
+
+
+def _twin(body: str, bug: str, fix: str) -> tuple[list[str], list[str]]:
+    assert bug in body
+    return codes(body), codes(body.replace(bug, fix))
+
+
+# ---------------------------------------------------------------- binding
+
+
+def test_unknown_output_pytree_binds_from_the_front_and_the_back():
+    body = f'''
+    def kernel(ids_ref, x_hbm, outs, buf, sems):
+        c = pltpu.make_async_copy(x_hbm, buf, sems)
+        c.start()
+        c.wait()
+
+    def launch(ids, x, out_tree):
+        specs = jax.tree.map(lambda s: {ANY}, out_tree)
+        return pl.pallas_call(
+            kernel, out_shape=out_tree,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, in_specs=[{ANY}], out_specs=specs,
+                scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((3,))]),
+        )(ids, x)
+    '''
+    assert _twin(body, "buf, sems)", "buf, sems.at[1])") == (["PAL103"], [])
+
+
+def test_back_binding_needs_a_signature_without_defaults():
+    # With a default, the trailing parameters could be anything: stay silent.
+    assert codes(f'''
+    def kernel(x_hbm, outs, buf, sems, extra=None):
+        pltpu.make_async_copy(x_hbm, buf, sems).start()
+
+    def launch(x, tree):
+        return pl.pallas_call(kernel, out_shape=tree, in_specs=[{ANY}],
+                              out_specs=jax.tree.map(lambda _: {ANY}, tree),
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    ''') == []
+
+
+def test_star_refs_kernel_unpacked_in_the_body():
+    body = f'''
+    def kernel(*refs):
+        x_hbm, o_hbm, tmp, sem = refs
+        c = pltpu.make_async_copy(x_hbm, tmp[...], sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA(())])(x)
+    '''
+    assert _twin(body, "tmp[...]", "tmp") == (["PAL101"], [])
+
+
+def test_call_with_star_of_unknown_length_binds_the_trailing_parameters():
+    body = '''
+    def body(x_hbm, o_hbm, stage, sem):
+        pltpu.sync_copy(x_hbm, stage)
+        d = pltpu.make_async_copy(stage, o_hbm, sem)
+        d.start()
+        d.wait()
+
+    def make(out_type, scratch):
+        def run(*operands):
+            refs = jax.tree.map(jax.new_ref, operands)
+            out = jax.new_ref(jnp.zeros(out_type.shape, out_type.dtype))
+
+            @pl.core_map(pltpu.create_tensorcore_mesh("core"), scratch_shapes=scratch)
+            def _(*scratch_refs):
+                body(*refs, out, *scratch_refs)
+            return out[...]
+        return run
+
+    def launch(x):
+        return make(jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                    [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((4,))])(x)
+    '''
+    assert _twin(body, "o_hbm, sem)", "o_hbm, sem.at[0])") == (["PAL103"], [])
+
+
+def test_optional_allocation_is_the_allocation_when_present():
+    body = f'''
+    def kernel(x_hbm, bias_hbm, o_hbm, xb, bb, sems):
+        if bias_hbm is not None:
+            c = pltpu.make_async_copy(bias_hbm, bb[0], sems.at[1])
+            c.start()
+            c.wait()
+
+    def launch(x, bias=None):
+        return pl.pallas_call(
+            kernel, out_shape={OUT},
+            in_specs=[{ANY}, None if bias is None else {ANY}], out_specs={ANY},
+            scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                            pltpu.VMEM((2, 8, 128), jnp.float32) if bias is not None else None,
+                            pltpu.SemaphoreType.DMA((2,))])(x, bias)
+    '''
+    assert _twin(body, "bb[0]", "bb.at[0]") == (["PAL101"], [])
+
+
+def test_optional_semaphore_keeps_its_shape():
+    body = f'''
+    def kernel(x_hbm, o_hbm, sems):
+        if sems is not None:
+            pltpu.async_copy(x_hbm, o_hbm, sems).wait()
+
+    def launch(x, overlap):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,)) if overlap else None])(x)
+    '''
+    assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[0])") == (["PAL103"], [])
+
+
+# ---------------------------------------------------------------- pipelines
+
+
+def test_emit_pipeline_scratches_are_the_trailing_body_parameters():
+    body = f'''
+    def outer(x_hbm, o_hbm, stage, sems):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+
+        def inner(x_blk, o_blk, stage_s, sems_s):
+            c = pltpu.make_async_copy(x_hbm.at[0], stage_s.at[0], sems_s)
+            c.start()
+            c.wait()
+
+        pipeline = pltpu.emit_pipeline(inner, grid=(4,), in_specs=[spec], out_specs=[spec])
+        pipeline(x_hbm, o_hbm, scratches=[stage, sems])
+
+    def launch(x):
+        return pl.pallas_call(outer, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "stage_s.at[0], sems_s)", "stage_s.at[0], sems_s.at[0])") == (
+        ["PAL103"], [])
+
+
+def test_emit_pipeline_with_an_optional_spec():
+    body = f'''
+    def outer(x_hbm, w_hbm, o_hbm, sems):
+        blk = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        w_spec = blk if w_hbm is not None else None
+
+        def inner(x_blk, w_blk, o_blk):
+            c = pltpu.make_async_copy(x_blk[...], o_blk, sems.at[0])
+            c.start()
+            c.wait()
+
+        pltpu.emit_pipeline(inner, grid=(2,), in_specs=[blk, w_spec], out_specs=blk)(
+            x_hbm, w_hbm, o_hbm)
+
+    def launch(x, w):
+        return pl.pallas_call(outer, out_shape={OUT}, in_specs=[{ANY}, {ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x, w)
+    '''
+    assert _twin(body, "x_blk[...]", "x_blk") == (["PAL101"], [])
+
+
+# ---------------------------------------------------------------- Python
+
+
+def test_keyword_arguments_reach_the_callee_through_double_star():
+    body = f'''
+    def _dma(*, src, dst, sem):
+        c = pltpu.make_async_copy(src, dst, sem)
+        c.start()
+        c.wait()
+
+    def dma(**kw):
+        return _dma(**kw)
+
+    def kernel(x_hbm, o_hbm, sems):
+        dma(src=x_hbm, dst=o_hbm, sem=sems)
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "sem=sems)", "sem=sems.at[0])") == (["PAL103"], [])
+
+
+def test_forwarding_kernel_passes_its_flags_on():
+    body = f'''
+    def _impl(x_hbm, o_hbm, sems, *, overlap=False):
+        if overlap:
+            c = pltpu.make_async_copy(x_hbm, o_hbm, sems)
+            c.start()
+            c.wait()
+
+    def kernel(*args, **kwargs):
+        return _impl(*args, **kwargs)
+
+    def launch(x, overlap):
+        return pl.pallas_call(functools.partial(kernel, overlap=overlap), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[1])") == (["PAL103"], [])
+
+
+def test_launcher_flag_branch_not_taken_by_the_file_is_checked():
+    body = f'''
+    def kernel(x_hbm, o_hbm, sems, *, fused=False):
+        if fused:
+            c = pltpu.make_async_copy(x_hbm, o_hbm, sems)
+            c.start()
+            c.wait()
+
+    def launch(x, *, fused: bool = False):
+        common = dict(out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                      scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
+        if fused:
+            return pl.pallas_call(functools.partial(kernel, fused=True), **common)(x)
+        return pl.pallas_call(kernel, **common)(x)
+
+    def api(x):
+        return launch(x)
+    '''
+    assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[0])") == (["PAL103"], [])
+
+
+def test_with_scoped_decorator_allocates_its_parameters():
+    body = f'''
+    def kernel(x_hbm, o_hbm):
+        @pl.with_scoped(pltpu.VMEM((8, 128), jnp.float32), sem=pltpu.SemaphoreType.DMA((2,)))
+        def body(n, stage, sem):
+            c = pltpu.make_async_copy(x_hbm, stage, sem)
+            c.start()
+            c.wait()
+
+        body(1)
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY})(x)
+    '''
+    assert _twin(body, "stage, sem)", "stage, sem.at[0])") == (["PAL103"], [])
+
+
+def test_decorated_methods_of_the_files_classes():
+    body = f'''
+    @dataclasses.dataclass(frozen=True)
+    class Mover:
+        sems: object
+
+        @jax.named_scope("move")
+        def move(self, src, dst):
+            c = pltpu.make_async_copy(src, dst, self.sems)
+            c.start()
+            c.wait()
+
+        @staticmethod
+        def make(sems):
+            return Mover(sems)
+
+        @property
+        def first(self):
+            return self.sems
+
+    def kernel(x_hbm, o_hbm, sems):
+        Mover.make(sems).move(x_hbm, o_hbm)
+        pltpu.async_copy(x_hbm, o_hbm, Mover(sems).first).wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert codes(body, "import dataclasses\n" + HEADER) == ["PAL103", "PAL103"]
+
+
+def test_gpu_kernels_are_not_judged_by_tpu_rules():
+    gpu = '''
+import jax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+
+def kernel(x_ref, o_ref, barrier):
+    pl.semaphore_wait(barrier, 2, decrement=False)
+
+
+def launch(x):
+    return plgpu.kernel(kernel, out_shape=x, scratch_shapes=[plgpu.Barrier()])(x)
+'''
+    assert analyze(gpu, "gpu.py").findings == []
+    tpu = gpu.replace("from jax.experimental.pallas import mosaic_gpu as plgpu",
+                      "from jax.experimental.pallas import tpu as pltpu")
+    tpu = tpu.replace("plgpu.kernel(kernel, out_shape=x, scratch_shapes=[plgpu.Barrier()])",
+                      "pl.pallas_call(kernel, out_shape=x, scratch_shapes=["
+                      "pltpu.SemaphoreType.REGULAR])")
+    assert [f.code for f in analyze(tpu, "tpu.py").findings] == ["PAL207"]
+
+
+def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():
+    body = f'''
+    def tpu_kernel(x_ref, o_ref, sem):
+        pl.semaphore_wait(sem, 1, decrement=False)
+
+    def gpu_kernel(x_ref, o_ref, sem):
+        pl.semaphore_wait(sem, 1, decrement=False)
+
+    def on_tpu(x):
+        return pl.pallas_call(tpu_kernel, out_shape={OUT},
+                              scratch_shapes=[pltpu.SemaphoreType.REGULAR])(x)
+
+    def on_gpu(x):
+        return pl.pallas_call(gpu_kernel, out_shape={OUT},
+                              scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+                              compiler_params=plgpu.CompilerParams())(x)
+    '''
+    header = HEADER + "from jax.experimental.pallas import mosaic_gpu as plgpu\n"
+    analysis, src = run(body, header)
+    lines = [src.split("\n")[f.span.line] for f in analysis.findings]
+    assert [f.code for f in analysis.findings] == ["PAL207"]
+    assert analysis.findings[0].span.line < src.index("def gpu_kernel") and "sem, 1" in lines[0]
