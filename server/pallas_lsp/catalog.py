@@ -35,7 +35,8 @@ __all__ = [
     "catalog_dir",
 ]
 
-PHASES = frozenset({"trace", "construction", "interpret", "discharge", "lojax", "lowering"})
+PHASES = frozenset({"trace", "construction", "interpret", "discharge", "lojax", "lowering",
+                    "compile"})
 SEVERITIES = frozenset({"error", "warning", "information", "hint"})
 FIX_SAFETIES = frozenset({"safe", "unsafe", "none"})
 
@@ -463,7 +464,7 @@ def find_template(path: str | Path, template: str, near: int | None = None) -> i
     """Line (1-based) in `path` of the string literal containing `template`'s
     longest literal fragment, preferring the occurrence closest to `near`."""
     frags = _fragments(template)
-    if not frags:
+    if not frags or not str(path).endswith(".py"):  # compiler messages live in libtpu.so
         return None
     key = max(frags, key=len)
     try:
@@ -487,7 +488,7 @@ def find_in_installed_jax(entry: Entry) -> tuple[str, int] | None:
     if root is None:
         return None
     path = root / entry.raised_file
-    if not path.is_file():
+    if not path.is_file() or path.suffix != ".py":  # e.g. libtpu.so: the compiler's messages
         return None
     line = find_template(path, entry.jax_message, entry.raised_line)
     if line is None:

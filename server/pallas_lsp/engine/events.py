@@ -122,6 +122,18 @@ class RollCall:
 
 
 @dataclass
+class KernelOp:
+    """A jnp / lax call or an arithmetic operator on Arrays inside a kernel
+    (for the TPU-only rules PAL402 / PAL403)."""
+
+    kind: str  # "call" | "binop" | "unary"
+    name: str  # canonical API name ("jnp.sort") or the operator's class ("Mult")
+    node: ast.AST
+    operands: tuple = ()  # Values (the Array arguments, or both operator sides)
+    kernel_id: int = 0
+
+
+@dataclass
 class Launch:
     """A kernel launch site: pallas_call, pl.kernel, core_map, emit_pipeline
     (or a run_scoped body), with what the engine knew of its arguments."""
@@ -150,5 +162,6 @@ class Events:
     scoped: list[ScopedAlloc] = field(default_factory=list)
     rolls: list[RollCall] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
+    kernel_ops: list[KernelOp] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)

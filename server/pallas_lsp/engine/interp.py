@@ -15,8 +15,8 @@ import sys
 from dataclasses import dataclass, field, replace
 
 from pallas_lsp.engine import api, backend, binding
-from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, RefAccess, RollCall,
-                                     ScopedAlloc, SemOp)
+from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, KernelOp, RefAccess,
+                                     RollCall, ScopedAlloc, SemOp)
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
@@ -746,7 +746,11 @@ class Interpreter:
         return SliceVal()
 
     def expr_BinOp(self, node: ast.BinOp, frame: Frame) -> Value:
-        return self.binop(self.eval(node.left, frame), self.eval(node.right, frame), node.op)
+        left, right = self.eval(node.left, frame), self.eval(node.right, frame)
+        if frame.kernel_id and (isinstance(left, Array) or isinstance(right, Array)):
+            self.events.kernel_ops.append(KernelOp("binop", type(node.op).__name__, node,
+                                                   (left, right), frame.kernel_id))
+        return self.binop(left, right, node.op)
 
     def binop(self, a: Value, b: Value, op=None) -> Value:
         if isinstance(a, (Ref, Array)) or isinstance(b, (Ref, Array)):
@@ -763,6 +767,9 @@ class Interpreter:
 
     def expr_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Value:
         v = self.eval(node.operand, frame)
+        if frame.kernel_id and isinstance(v, Array):
+            self.events.kernel_ops.append(KernelOp("unary", type(node.op).__name__, node, (v,),
+                                                   frame.kernel_id))
         if isinstance(v, (Ref, Array)):
             return Array(origin="arithmetic")
         if isinstance(v, Const):
@@ -1315,6 +1322,9 @@ class Interpreter:
         if name.startswith("jnp.") and name[4:] in _DTYPES:
             return Const(value=_DTYPES[name[4:]])
         if name.startswith(("jnp.", "lax.", "jax.")) or name.startswith(("pl.", "pltpu.")):
+            if frame.kernel_id:
+                self.events.kernel_ops.append(KernelOp("call", name, node, tuple(
+                    a.value for a in args), frame.kernel_id))
             for a in list(args) + list(kwargs.values()):
                 self.escape(a.value)
             if name.startswith(("jnp.", "lax.")):

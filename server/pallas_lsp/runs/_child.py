@@ -357,6 +357,9 @@ def setup() -> None:
         except OSError:
             pass
     enable_interpret_mode()
+    if os.environ.get("PALLAS_LSP_COMPILE"):
+        from pallas_lsp.runs import _compile
+        _compile.install()
 
 
 def finish(exit_code: int) -> None:

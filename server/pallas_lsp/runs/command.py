@@ -25,12 +25,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Python to run (local profile; default: this one)")
     p.add_argument("--root", default=None, metavar="DIR",
                    help="workspace root (default: the target's project folder)")
+    p.add_argument("--compile", default=None, metavar="GENS",
+                   help="also compile every pallas_call for these TPU generations "
+                        "(v4, v5e, v5p, v6e; comma-separated), without a TPU")
     p.add_argument("--output-format", choices=("text", "json"), default="text")
 
 
 def main(args: argparse.Namespace) -> int:
     from pallas_lsp.runs.model import Status
     from pallas_lsp.runs.runner import RunSpec, start_run
+    from pallas_lsp.runs.compile_mapping import parse_generations
     from pallas_lsp.runs.target import RunSpecError
 
     def out(stream: str, line: str) -> None:
@@ -41,7 +45,8 @@ def main(args: argparse.Namespace) -> int:
 
     spec = RunSpec(target=args.target, root=args.root, mode=args.mode, profile=args.profile,
                    races=args.races, timeout=args.timeout, devices=args.devices,
-                   python=args.python, args=list(args.args))
+                   python=args.python, args=list(args.args),
+                   compile_for=parse_generations(args.compile or ""))
     try:
         handle = start_run(spec, on_output=out)
     except RunSpecError as e:
@@ -59,6 +64,8 @@ def main(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"{r['path']}:{r['line']}:{r['column']}: {r['code']} {r['message']}")
     sys.stdout.flush()
+    for c in result.compiles:
+        print(c["text"], file=sys.stderr)
     print(result.summary, file=sys.stderr, flush=True)
     return {Status.PASSED: EXIT_PASSED, Status.FAILED: EXIT_FAILED, Status.ERROR: EXIT_USAGE,
             Status.TIMEOUT: EXIT_TIMEOUT, Status.CANCELLED: EXIT_CANCELLED}[result.status]

@@ -76,6 +76,8 @@ class RunResult:
     exit_code: int | None = None  # of the run command (None: killed / never started)
     error: str | None = None  # why status is ERROR
     tests: dict = field(default_factory=dict)  # pytest outcome counts: {"passed": 3, ...}
+    # `--compile`: one dict per kernel and generation that compiled (compile_mapping.py)
+    compiles: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

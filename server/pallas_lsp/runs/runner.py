@@ -57,6 +57,7 @@ class RunSpec:
     env: dict = field(default_factory=dict)  # extra environment for the child
     args: list = field(default_factory=list)  # extra pytest / script arguments
     kind: str = "auto"  # "auto" | "pytest" | "script"
+    compile_for: tuple = ()  # TPU generations to compile every pallas_call for ("v5e", ...)
 
 
 @dataclass
@@ -100,6 +101,9 @@ def prepare(spec: RunSpec) -> _Plan:
             raise RunSpecError(f"bad environment variable {k!r}")
     if not all(isinstance(a, str) for a in spec.args or ()):
         raise RunSpecError("args must be strings")
+    if spec.compile_for:
+        from pallas_lsp.runs.compile_mapping import check_generations
+        check_generations(spec.compile_for)
     grace = profile.kill_grace if profile.kill_grace is not None else (
         20.0 if profile.remote else 5.0)
     return _Plan(spec=spec, target=target, root=root, profile=profile, mode=mode,
@@ -290,7 +294,11 @@ class RunHandle:
                 rc, how, report_list = self._run_local(runtime, pm)
         except _StartError as e:
             return RunResult(status=Status.ERROR, error=str(e), argv=self._argv)
-        return self._interpret(rc, how, report_list, pm)
+        res = self._interpret(rc, how, report_list, pm)
+        if plan.spec.compile_for:
+            from pallas_lsp.runs.compile_mapping import apply_compiles
+            apply_compiles(res, report_list, pm, self._fallback())
+        return res
 
     def _launcher_args(self) -> list[str]:
         plan, t = self.plan, self.plan.target
@@ -318,6 +326,8 @@ class RunHandle:
             env["JAX_PLATFORMS"] = "cpu"
         env.update(plan.profile.env)
         env.update(plan.spec.env or {})
+        if plan.spec.compile_for:
+            env["PALLAS_LSP_COMPILE"] = ",".join(plan.spec.compile_for)
         if plan.devices:
             flags = _DEVICE_FLAG.sub("", env.get("XLA_FLAGS", "")).strip()
             env["XLA_FLAGS"] = (flags + " " if flags else "") + \
@@ -622,6 +632,9 @@ def _summary(plan: _Plan, r: RunResult) -> str:
             order.index(k) if k in order else 99, k)))
         parts.append(counts)
     where = f"{plan.profile.name}, {plan.mode}" + (", races" if plan.spec.races else "")
+    if plan.spec.compile_for:
+        where += ", compile " + ",".join(plan.spec.compile_for)
+        parts.append(_compiled_count(r))
     status = r.status.value
     if r.status is Status.TIMEOUT:
         status = f"timeout after {plan.timeout:g} s"
@@ -630,3 +643,8 @@ def _summary(plan: _Plan, r: RunResult) -> str:
         head += f": {r.error}"
     return f"{head} ({'; '.join(parts)}) in {r.duration:.1f} s [{where}]".replace("\n", " ")
 
+
+def _compiled_count(r: RunResult) -> str:
+    ok = len(r.compiles)
+    failed = sum(1 for d in r.diagnostics if d.code == "PAL903" or d.code.startswith("PAL4"))
+    return f"{ok} compiled, {failed} compile error{'s' if failed != 1 else ''}"

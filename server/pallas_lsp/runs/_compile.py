@@ -1,0 +1,216 @@
+"""Child side of `pallas-lsp run --compile`: while the user's code runs (in
+interpret mode, as usual), every `pallas_call` that is bound is also compiled
+ahead of time for each requested TPU generation, on its own, with the avals
+it was bound with. No TPU is needed: `jax[tpu]` brings libtpu, and
+`jax.experimental.topologies` gives devices to compile for.
+
+Standard library only at import time (this file is shipped to remote
+machines with the rest of `pallas_lsp/runs/*.py`); jax is imported by
+`install()`.
+
+Environment:
+  PALLAS_LSP_COMPILE   comma-separated generations (`v5e,v6e`) or topology
+                       names (`v5e:2x2`)
+
+Each compile is a record in `_child.REPORT["compiles"]`; the parent
+(`compile_mapping.py`) turns failures into diagnostics and successes into
+summary lines.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+
+from pallas_lsp.runs import _child
+
+# generation -> a deviceless topology name that libtpu 0.0.42 accepts (measured)
+TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2"}
+MAX_CALLS = 200  # distinct pallas_calls compiled per process (a runaway parametrize guard)
+
+_guard = threading.local()
+_lock = threading.RLock()
+_seen: set = set()
+_topologies: dict = {}
+_orig_bind = None
+_USED = re.compile(r'"used_scoped_memory_configs":\[\{"memory_space":"1","offset":"\d+","size":"(\d+)"')
+_LIMIT = re.compile(r'"scoped_memory_configs":\[\{"memory_space":"1","offset":"\d+","size":"(\d+)"')
+_UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering for \w+: (\S+?)\.")
+_SRC = re.compile(r"^(?P<name>\S+) at (?P<file>.+):(?P<line>\d+)$")
+
+
+def generations() -> list[str]:
+    text = os.environ.get("PALLAS_LSP_COMPILE") or ""
+    return [g.strip() for g in text.split(",") if g.strip()]
+
+
+def topology_name(gen: str) -> str:
+    return gen if ":" in gen else TOPOLOGIES.get(gen, gen)
+
+
+def install() -> None:
+    """Hook `pallas_call_p.bind` (idempotent). Errors are reported, not raised:
+    the interpret run goes on either way."""
+    global _orig_bind
+    gens = generations()
+    if not gens or _orig_bind is not None:
+        return
+    _child.REPORT["compile"] = {"generations": gens, "error": None}
+    _child.REPORT.setdefault("compiles", [])
+    if os.environ.get("PALLAS_LSP_INTERPRET") == "1":
+        # Deviceless: keep libtpu from looking for TPU workers (a screenful of warnings).
+        os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    try:
+        from jax._src.pallas import pallas_call as pc
+    except Exception as e:  # noqa: BLE001
+        _child.REPORT["compile"]["error"] = f"jax is not importable: {e}"
+        return
+    prim = pc.pallas_call_p
+    _orig_bind = prim.bind
+
+    def bind(*args, **params):
+        if not getattr(_guard, "busy", False):
+            _guard.busy = True
+            try:
+                _compile_all(args, params, sys._getframe(1))
+            except Exception as e:  # noqa: BLE001 - never break the user's run
+                with _lock:
+                    if not _child.REPORT["compile"]["error"]:
+                        _child.REPORT["compile"]["error"] = f"internal error: {e!r}"
+            finally:
+                _guard.busy = False
+        return _orig_bind(*args, **params)
+
+    prim.bind = bind
+
+
+def _topology(gen: str):
+    if gen not in _topologies:
+        from jax.experimental import topologies
+        try:
+            _topologies[gen] = topologies.get_topology_desc(platform="tpu",
+                                                            topology_name=topology_name(gen))
+        except Exception as e:  # noqa: BLE001
+            _topologies[gen] = e
+    return _topologies[gen]
+
+
+def _kernel_src(params) -> dict:
+    info = getattr(params.get("jaxpr"), "debug_info", None)
+    src = getattr(info, "func_src_info", None) or ""
+    m = _SRC.match(src)
+    out = {"name": params.get("name") or (m.group("name") if m else src.split(" ")[0] or None),
+           "file": None, "line": None}
+    if m:
+        out["file"], out["line"] = os.path.abspath(m.group("file")), int(m.group("line"))
+    return out
+
+
+def _key(avals, params) -> str:
+    parts = [str(a) for a in avals]
+    for k in sorted(params):
+        if k == "interpret":
+            continue
+        try:
+            parts.append(f"{k}={params[k]}")
+        except Exception:  # noqa: BLE001
+            parts.append(f"{k}=<{id(params[k])}>")
+    return "\n".join(parts)
+
+
+def _compile_all(args, params, frame) -> None:
+    import jax
+    from jax._src import core as jax_core
+
+    avals = [jax_core.typeof(a) for a in args]
+    key = _key(avals, params)
+    with _lock:
+        if key in _seen or len(_seen) >= MAX_CALLS:
+            return
+        _seen.add(key)
+    kernel = _kernel_src(params)
+    site = _child.stack_frames(frame)
+    cur = _child.REPORT.get("current") or {}
+    lo_params = dict(params, interpret=False)
+    num_prefetch = getattr(params.get("grid_mapping"), "num_index_operands", 0) or 0
+
+    def call(*xs):
+        return _orig_bind(*xs, **lo_params)
+
+    for gen in generations():
+        rec = {"gen": gen, "kernel": kernel, "site": site, "nodeid": cur.get("nodeid"),
+               "avals": [str(a) for a in avals], "num_prefetch": num_prefetch,
+               "out_avals": [str(a) for a in params.get("out_avals", ())],
+               "ok": False, "seconds": None, "vmem_used": None, "vmem_limit": None,
+               "device_kind": None, "error": None}
+        topo = _topology(gen)
+        if isinstance(topo, Exception):
+            rec["setup_error"] = f"{gen}: {_child._type_name(topo)}: {topo}"
+            _record(rec)
+            continue
+        dev = topo.devices[0]
+        rec["device_kind"] = getattr(dev, "device_kind", None)
+        sharding = jax.sharding.SingleDeviceSharding(dev)
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding,
+                                        weak_type=getattr(a, "weak_type", False)) for a in avals]
+        t0 = time.monotonic()
+        try:
+            # Some lowering paths ask the default device for its kind: make it the TPU's.
+            with jax.default_device(dev):
+                compiled = jax.jit(call).lower(*structs).compile()
+        except Exception as e:  # noqa: BLE001 - this is what we are after
+            rec["seconds"] = time.monotonic() - t0
+            rec["error"] = _child.describe_exception(e)
+            m = _UNIMPLEMENTED.search(str(e))
+            if m:
+                rec["eqn_frames"] = _eqn_frames(params.get("jaxpr"), m.group(1))
+            _record(rec)
+            continue
+        rec["seconds"] = time.monotonic() - t0
+        rec["ok"] = True
+        try:
+            text = compiled.as_text() or ""
+        except Exception:  # noqa: BLE001
+            text = ""
+        used = [int(x) for x in _USED.findall(text)]
+        limit = [int(x) for x in _LIMIT.findall(text)]
+        rec["vmem_used"] = max(used) if used else None
+        rec["vmem_limit"] = max(limit) if limit else None
+        _record(rec)
+
+
+def _contains(eqn, name: str) -> bool:
+    if eqn.primitive.name == name:
+        return True
+    for v in eqn.params.values():
+        for sub in (v if isinstance(v, (list, tuple)) else [v]):
+            inner = getattr(sub, "jaxpr", sub)
+            if hasattr(inner, "eqns") and any(_contains(e, name) for e in inner.eqns):
+                return True
+    return False
+
+
+def _eqn_frames(jaxpr, name: str) -> list:
+    """Frames of the kernel-level equation that binds primitive `name` (itself,
+    or a `jit` around it, as `jnp.sort` is): the inner equation's traceback
+    stops at jax's own function."""
+    for eqn in getattr(jaxpr, "eqns", ()):
+        if _contains(eqn, name):
+            return _child._source_info_frames(eqn.source_info)
+    return []
+
+
+def _record(rec: dict) -> None:
+    with _lock:
+        _child.REPORT.setdefault("compiles", []).append(rec)
+    status = "ok" if rec["ok"] else "FAILED"
+    name = (rec.get("kernel") or {}).get("name") or "pallas_call"
+    secs = f" in {rec['seconds']:.2f} s" if rec.get("seconds") is not None else ""
+    try:
+        print(f"pallas-lsp: compiled {name} for TPU {rec['gen']}: {status}{secs}",
+              file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+    _child.write_report()

@@ -1,0 +1,122 @@
+"""`pallas-lsp run --compile`: the fixtures run in interpret mode and every
+pallas_call is compiled for real TPU generations with libtpu (no TPU here).
+
+One run compiles all of tests/compile/fixtures for v5e and v6e (about 15 s);
+each `# expect PALnnn` line must get that diagnostic, and every fixed twin must
+compile."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
+from runs_helpers import PYTHON, processes_in_group, sshd  # noqa: E402,F401 (fixture)
+
+from pallas_lsp.runs import RunSpec, Status, run, start_run  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SCRIPT = FIXTURES / "run_all.py"
+GENS = ("v5e", "v6e")
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                                reason="libtpu is not installed (pip install 'jax[tpu]')")
+
+
+def expected() -> dict[tuple[str, int], str]:
+    """(file name, 1-based line) -> code, from the `# expect PALnnn` comments."""
+    out = {}
+    for path in sorted(FIXTURES.glob("pal4*.py")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if "# expect PAL" in line:
+                out[(path.name, i + 1)] = line.split("# expect ")[1].split()[0]
+    return out
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return run(RunSpec(target=str(SCRIPT), root=str(FIXTURES), compile_for=GENS, timeout=300))
+
+
+def test_every_expected_line_gets_its_diagnostic(compiled):
+    res = compiled
+    assert res.status is Status.FAILED, res.summary
+    assert res.tests == {"passed": 1}, res.summary  # the script itself runs in interpret mode
+    got = {(Path(d.path).name, d.span.line + 1): d for d in res.diagnostics}
+    want = expected()
+    assert set(got) == set(want), [(Path(d.path).name, d.span.line + 1, d.message[:80])
+                                   for d in res.diagnostics]
+    for key, code in want.items():
+        d = got[key]
+        assert d.code == code, (key, d.message)
+        assert "compiling for TPU" in d.message
+    line = min(ln for (name, ln) in want if name == "pal401_block_shape.py")
+    block = got[("pal401_block_shape.py", line)]
+    assert "divisible by 8 and 128" in block.message and "v5e, v6e" in block.message
+    assert block.span.col == len("        out_specs=")  # on the BlockSpec itself
+    vmem = [d for k, d in got.items() if k[0] == "pal404_scoped_vmem.py"]
+    assert vmem and all("vmem" in d.message.lower() for d in vmem)
+
+
+def test_fixed_twins_compile_with_a_summary(compiled):
+    lines = {(Path(c["path"]).name, c["gen"]) for c in compiled.compiles}
+    for name in ("pal401_block_shape.py", "pal402_no_lowering.py", "pal403_int8_arith.py",
+                 "pal404_scoped_vmem.py"):
+        for gen in GENS:
+            assert (name, gen) in lines, (name, gen)
+    texts = [c["text"] for c in compiled.compiles]
+    assert any("scoped VMEM" in t and "of 16.0 MiB (the default limit)" in t for t in texts)
+    assert any("of 64.0 MiB" in t for t in texts)  # vmem_limit_bytes, as the compiler reports
+    assert all(c["seconds"] is not None and c["seconds"] < 30 for c in compiled.compiles)
+    assert "compile v5e,v6e" in compiled.summary and "compiled" in compiled.summary
+
+
+def test_cli_compile_output_and_bad_generation(tmp_path):
+    cmd = [sys.executable, "-m", "pallas_lsp", "run", "--compile", "v7x", str(SCRIPT)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "unknown TPU generation 'v7x'" in p.stderr
+    cmd = [sys.executable, "-m", "pallas_lsp", "run", "--compile", "v5e", "--root", str(FIXTURES),
+           str(SCRIPT), "--", "pal402_no_lowering.bug_sort", "pal402_no_lowering.ok_sort"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr
+    (row,) = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    assert row.startswith("pal402_no_lowering.py:8:") or "pal402_no_lowering.py:8:" in row
+    assert "PAL402 Unimplemented primitive in Pallas TPU lowering for tc: sort." in row
+    assert "max_kernel(float32[8,128]) compiled for TPU v5e in" in p.stderr
+
+
+def test_cancel_kills_the_compiling_run():
+    seen = []
+    handle = start_run(RunSpec(target=str(SCRIPT), root=str(FIXTURES), compile_for=("v4",),
+                               timeout=300),
+                       on_output=lambda stream, line: seen.append(line))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any("compiled" in s for s in seen):
+        time.sleep(0.05)
+    pgid = handle.pid
+    handle.cancel()
+    res = handle.result(30)
+    assert res.status is Status.CANCELLED
+    assert pgid is not None and not processes_in_group(pgid)
+
+
+def test_compile_over_ssh_with_races(sshd, tmp_path):
+    remote = tmp_path / "remote"
+    profile = {"kind": "ssh", "host": sshd["host"], "port": sshd["port"], "user": sshd["user"],
+               "identity_file": sshd["identity_file"], "known_hosts": sshd["known_hosts"],
+               "remote_dir": str(remote), "remote_python": PYTHON}
+    res = run(RunSpec(target=str(SCRIPT), root=str(FIXTURES), compile_for=("v5e",), races=True,
+                      profile=profile, timeout=300,
+                      args=["pal401_block_shape.bug_lanes", "pal401_block_shape.ok_lanes"]))
+    assert res.status is Status.FAILED, res.summary
+    (d,) = res.diagnostics
+    assert d.path == str(FIXTURES / "pal401_block_shape.py")  # mapped back from the remote copy
+    line = min(ln for (name, ln) in expected() if name == "pal401_block_shape.py")
+    assert d.span.line + 1 == line and d.code == "PAL401"
+    assert [c["gen"] for c in res.compiles] == ["v5e"]
+    assert "races" in res.summary and os.path.isdir(remote)
