@@ -87,6 +87,7 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
 
     checked: dict[str, Checked] = {}
     foreign: dict[str, list[Finding]] = {}
+    reach: dict[str, dict] = {}  # coverage of a file's sites seen from other files
     for path in files:
         cfg = config_for(path)
         if any(fragment in str(path) for fragment in cfg.exclude):
@@ -100,7 +101,8 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         checked[os.path.realpath(path)] = Checked(path, analysis, list(analysis.findings))
         for other, found in analysis.foreign.items():
             foreign.setdefault(other, []).extend(found)
-    _analyse_outside_callers(project, root, checked, foreign, coverage)
+        _note_reach(reach, analysis)
+    _analyse_outside_callers(project, root, checked, foreign, reach, coverage)
     for real, item in checked.items():
         extra = foreign.get(real, [])
         if extra:
@@ -111,11 +113,39 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
                     item.findings.append(f)
             item.findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
         item.findings = config_for(item.path).filter(item.findings)
+        if coverage and item.analysis is not None and item.analysis.coverage is not None:
+            _apply_reach(item.analysis.coverage, reach.get(real, {}))
     return list(checked.values()), problems
 
 
+def _note_reach(reach: dict[str, dict], analysis: Analysis) -> None:
+    cov = analysis.coverage
+    if cov is None:
+        return
+    for path, sites in cov.foreign.items():
+        mine = reach.setdefault(path, {})
+        for key, val in sites.items():
+            if key not in mine or (val[0] and not mine[key][0]):
+                mine[key] = val
+
+
+def _apply_reach(cov, seen: dict) -> None:
+    """A helper's DMA sites reached through other files' kernels count."""
+    for site in cov.sites:
+        hit = seen.get((site.line, site.col))
+        if hit is None or (site.reached and (site.known or not hit[0])):
+            continue
+        site.reached = True
+        site.known = hit[0]
+        site.unknown = list(hit[1])
+        site.reason = "" if hit[0] else ("reached from another file's kernel, but the engine "
+                                         "could not tell what " + ", ".join(
+                                             f"`{r}`" for r in hit[1]) + " is")
+
+
 def _analyse_outside_callers(project: Project, root: Path, checked: dict[str, Checked],
-                             foreign: dict[str, list[Finding]], coverage: bool) -> None:
+                             foreign: dict[str, list[Finding]], reach: dict,
+                             coverage: bool) -> None:
     """Files outside the checked set that import a checked file: analyse
     them too (their findings are not reported, only what they reach in the
     checked files)."""
@@ -135,20 +165,7 @@ def _analyse_outside_callers(project: Project, root: Path, checked: dict[str, Ch
         for other, found in analysis.foreign.items():
             if other in checked:
                 foreign.setdefault(other, []).extend(found)
-        if coverage and analysis.coverage is not None:
-            for item in checked.values():
-                if item.analysis is not None and item.analysis.coverage is not None:
-                    _merge_foreign_coverage(item, analysis)
-
-
-def _merge_foreign_coverage(item: Checked, caller: Analysis) -> None:
-    real = os.path.realpath(item.path)
-    per = caller.coverage.foreign.get(real)
-    if per:
-        mine = item.analysis.coverage.foreign.setdefault(real, {})
-        for key, val in per.items():
-            if key not in mine or (val[0] and not mine[key][0]):
-                mine[key] = val
+        _note_reach(reach, analysis)
 
 
 def _note_problems(path: Path, analysis: Analysis, problems: list[Problem]) -> None:

@@ -44,6 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
     c.set_defaults(func=_check)
 
+    v = sub.add_parser("coverage", help="how much of the kernels' code the engine sees")
+    v.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
+    v.add_argument("--output-format", choices=("text", "json"), default="text")
+    v.add_argument("--verbose", action="store_true", help="list known sites and bound kernels too")
+    v.add_argument("--no-config", action="store_true", help="ignore [tool.pallas-lsp] settings")
+    v.set_defaults(func=_coverage)
+
     r = sub.add_parser("rule", help="explain a rule (catalog entry)")
     r.add_argument("code", nargs="?", help="e.g. PAL103")
     r.add_argument("--all", action="store_true", help="every rule")
@@ -107,6 +114,18 @@ def _check(args) -> int:
         if n:
             print(f"Found {n} problem{'s' if n != 1 else ''}.", file=sys.stderr)
     return EXIT_FINDINGS if rows and not args.exit_zero else EXIT_CLEAN
+
+
+# ---------------------------------------------------------------- coverage
+
+
+def _coverage(args) -> int:
+    from pallas_lsp.coverage_report import run
+
+    text, code = run([Path(p) for p in args.paths], args.output_format, args.verbose,
+                     use_config=not args.no_config)
+    print(text, file=sys.stderr if code else sys.stdout)
+    return code
 
 
 # ---------------------------------------------------------------- rule

@@ -71,7 +71,9 @@ def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object]]:
     """id(call node) -> (known in some analysis of it, unknown roles, node)."""
     out: dict[int, tuple[bool, list[str], object]] = {}
 
-    def note(node, unknown: list[str]):
+    def note(node, unknown: list[str], kid: int):
+        if not kid:
+            return  # run on its own with unknown arguments: no kernel reaches it here
         prev = out.get(id(node))
         known = not unknown
         if prev is None or (known and not prev[0]):
@@ -79,9 +81,9 @@ def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object]]:
 
     for call in events.dmas:
         roles = [r for r in _ROLES if getattr(call, r, None) is not None]
-        note(call.node, [r for r in roles if not arg_known(getattr(call, r))])
+        note(call.node, [r for r in roles if not arg_known(getattr(call, r))], call.kernel_id)
     for op in events.sem_ops:
-        note(op.node, [] if arg_known(op.sem) else ["sem"])
+        note(op.node, [] if arg_known(op.sem) else ["sem"], op.kernel_id)
     return out
 
 
@@ -125,7 +127,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
         span = src.span(node)
         hit = status.get(id(node))
         if kind == "ref":
-            reached = any(a.node is node for a in events.accesses)
+            reached = any(a.node is node and a.kernel_id for a in events.accesses)
             cov.sites.append(Site(kind, t, span.line, span.col, reached, reached, [],
                                   "" if reached else _why_unreached(node, funcs, interp)))
             continue
@@ -186,7 +188,7 @@ def _why_unreached(node, funcs, interp) -> str:
     if func is None:
         return "module-level code the engine did not reach"
     name = getattr(func, "name", "<lambda>")
-    if id(func) not in interp._entered:
-        return f"`{name}` is never called where the engine can follow it"
+    if id(func) not in interp._entered or id(func) in interp._unknown_run:
+        return f"no kernel launch the engine can follow reaches `{name}`"
     return f"`{name}` was analysed, but this call was not reached (a branch or loop the " \
            f"engine did not enter)"

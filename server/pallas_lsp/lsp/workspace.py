@@ -1,0 +1,143 @@
+"""The workspace as one project, kept off the edit path.
+
+The edit path analyses a document with only the other files already parsed
+(`parse_missing=False`) and publishes at once. Everything slower runs here,
+on one background thread, and reports back with `on_change(paths)`:
+
+- parsing the files an analysis asked for (its imports of imports);
+- indexing the workspace folders (who imports whom; a scan of import lines);
+- analysing the callers of an open helper module that are not open
+  themselves, so that the helper gets the findings its callers' kernels
+  reach in it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable
+
+from pallas_lsp.engine import analyze
+from pallas_lsp.engine.model import Finding
+from pallas_lsp.engine.project import Project
+
+log = logging.getLogger(__name__)
+
+MAX_CALLERS = 16  # closed callers analysed for one open helper module
+
+
+class WorkspaceIndex:
+    def __init__(self, overlay: Callable[[str], str | None],
+                 on_change: Callable[[set[str]], None],
+                 is_open: Callable[[str], bool] = lambda path: False):
+        self._overlay = overlay
+        self._on_change = on_change
+        self._is_open = is_open
+        self.project = Project([], overlay=overlay)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pallas-workspace")
+        self._lock = threading.Lock()
+        self._pending: set = set()
+        # helper path -> caller path -> findings the caller's kernels reach in the helper
+        self._from_callers: dict[str, dict[str, list[Finding]]] = {}
+        self.indexed = threading.Event()
+        self.generation = 0  # bumps when the project is replaced (new roots)
+
+    # ------------------------------------------------------------ setup
+
+    def configure(self, roots: Iterable[str]) -> None:
+        roots = [r for r in roots if r and os.path.isdir(r)]
+        if roots == self.project.roots and self.generation:
+            return
+        self.project = Project(roots, overlay=self._overlay)
+        self.generation += 1
+        self.indexed.clear()
+        with self._lock:
+            self._from_callers.clear()
+        self._submit(("index",), self._index, self.project)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------ requests
+
+    def request_parse(self, paths: Iterable[str]) -> None:
+        """Parse these files in the background, then say so."""
+        for path in paths:
+            self._submit(("parse", path), self._parse, self.project, path)
+
+    def file_changed(self, path: str | None, text: str | None = None) -> None:
+        """A file was edited or saved: re-index it and re-check how its
+        closed callers use it."""
+        if not path:
+            return
+        self._submit(("update", path), self._update, self.project, path, text)
+
+    def refresh_callers(self, path: str | None) -> None:
+        if path:
+            self._submit(("callers", path), self._callers, self.project, path)
+
+    def from_callers(self, path: str | None) -> list[Finding]:
+        if not path:
+            return []
+        with self._lock:
+            per = dict(self._from_callers.get(os.path.realpath(path), {}))
+        # A caller opened since: its own analysis (its buffer) speaks for it.
+        return [f for caller, found in per.items() if not self._is_open(caller) for f in found]
+
+    # ------------------------------------------------------------ background work
+
+    def _submit(self, key: tuple, fn, *args) -> None:
+        with self._lock:
+            if key in self._pending:
+                return
+            self._pending.add(key)
+
+        def job():
+            with self._lock:
+                self._pending.discard(key)
+            try:
+                fn(*args)
+            except Exception:  # background work must never take the server down
+                log.exception("workspace job %s failed", key)
+
+        try:
+            self._pool.submit(job)
+        except RuntimeError:  # shut down
+            pass
+
+    def _index(self, project: Project) -> None:
+        n = project.index()
+        log.info("indexed %d files in %s", n, project.roots)
+        self.indexed.set()
+        self._on_change(set())
+
+    def _parse(self, project: Project, path: str) -> None:
+        if project.source(path) is not None:
+            self._on_change({path})
+
+    def _update(self, project: Project, path: str, text: str | None) -> None:
+        project.update(path, text)
+        self._callers(project, path)
+
+    def _callers(self, project: Project, path: str) -> None:
+        """Analyse the closed files that import `path` (nearest first) and
+        keep what their kernels reach in it."""
+        if not self.indexed.wait(timeout=30):
+            return
+        real = os.path.realpath(path)
+        found: dict[str, list[Finding]] = {}
+        for caller in project.importers(real, limit=MAX_CALLERS):
+            if self._is_open(caller):
+                continue  # its own analysis (on the edit path) reports into `path`
+            text = project.text(caller)
+            if text is None:
+                continue
+            analysis = analyze(text, caller, project=project)
+            if analysis.foreign.get(real):
+                found[caller] = analysis.foreign[real]
+        with self._lock:
+            old = self._from_callers.get(real)
+            self._from_callers[real] = found
+        if old != found:
+            self._on_change({real})
