@@ -204,7 +204,10 @@ def test_static_verdict(fx: Fixture):
 
     source = fx.path.read_text(encoding="utf-8")
     analysis = analyze(source, str(fx.path))
-    findings = list(analysis.findings)
+    # PAL4xx are TPU-compile errors: interpret mode (what the oracle runs) never
+    # raises them, so they are no part of its verdict. pal109_prefetch's (1, 128)
+    # output block is one (tests/compile/ proves those rules against libtpu).
+    findings = [f for f in analysis.findings if not f.code.startswith("PAL4")]
     codes = {f.code for f in findings}
     listing = "\n".join(f"  {f.code} line {f.span.line + 1}: {getattr(f, 'message', '')}"
                         for f in findings)

@@ -1,7 +1,7 @@
 """`pallas-lsp run --compile`: the fixtures run in interpret mode and every
 pallas_call is compiled for real TPU generations with libtpu (no TPU here).
 
-One run compiles all of tests/compile/fixtures for v5e and v6e (about 15 s);
+One run (conftest.py) compiles all of tests/compile/fixtures for v5e and v6e;
 each `# expect PALnnn` line must get that diagnostic, and every fixed twin must
 compile."""
 from __future__ import annotations
@@ -16,31 +16,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_helpers import FIXTURES, GENS, SCRIPT, expected  # noqa: E402
 from runs_helpers import PYTHON, processes_in_group, sshd  # noqa: E402,F401 (fixture)
 
 from pallas_lsp.runs import RunSpec, Status, run, start_run  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SCRIPT = FIXTURES / "run_all.py"
-GENS = ("v5e", "v6e")
-
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                 reason="libtpu is not installed (pip install 'jax[tpu]')")
-
-
-def expected() -> dict[tuple[str, int], str]:
-    """(file name, 1-based line) -> code, from the `# expect PALnnn` comments."""
-    out = {}
-    for path in sorted(FIXTURES.glob("pal4*.py")):
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if "# expect PAL" in line:
-                out[(path.name, i + 1)] = line.split("# expect ")[1].split()[0]
-    return out
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return run(RunSpec(target=str(SCRIPT), root=str(FIXTURES), compile_for=GENS, timeout=300))
 
 
 def test_every_expected_line_gets_its_diagnostic(compiled):

@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO / "server"))
 from pallas_lsp.lsp import settings as server_settings  # noqa: E402
 
 CLIENT_ONLY = {"pallas-lsp.interpreter", "pallas-lsp.trace.server"}
-RUN_COMMANDS = {"pallas-lsp.runInterpret", "pallas-lsp.runTpu", "pallas-lsp.runRaces"}
+RUN_COMMANDS = {"pallas-lsp.runInterpret", "pallas-lsp.runTpu", "pallas-lsp.runRaces",
+                "pallas-lsp.compileForTpu"}
 
 
 def manifest() -> dict:

@@ -198,11 +198,13 @@ async def test_code_lenses_on_kernel_tests_and_script_calls(tmp_path):
         test_line, _ = find(BUGGY, "def test_copy")
         assert {lens.range.start.line for lens in lenses} == {test_line}  # not test_unrelated
         assert [lens.command.title for lens in lenses] == [
-            "▶ Run in interpret mode", "▶ Run on TPU", "▶ Run with race detection"]
+            "▶ Run in interpret mode", "▶ Run on TPU", "▶ Run with race detection",
+            "▶ Compile for TPU"]
         args = [lens.command.arguments[0] for lens in lenses]
         assert all(lens.command.command == RUN for lens in lenses)
-        assert [(a["mode"], a["races"]) for a in args] == [
-            ("interpret", False), ("tpu", False), ("interpret", True)]
+        assert [(a["mode"], a["races"], a.get("compile", False)) for a in args] == [
+            ("interpret", False, False), ("tpu", False, False), ("interpret", True, False),
+            ("interpret", False, True)]
         assert all(a["uri"] == uri and a["target"] == f"{ws / 'test_copy.py'}::test_copy"
                    for a in args)
 
@@ -210,7 +212,7 @@ async def test_code_lenses_on_kernel_tests_and_script_calls(tmp_path):
         lenses = await s.client.text_document_code_lens_async(types.CodeLensParams(
             text_document=types.TextDocumentIdentifier(uri=script_uri)))
         call_line, _ = find(SCRIPT, "pl.pallas_call(kernel")
-        assert {lens.range.start.line for lens in lenses} == {call_line} and len(lenses) == 3
+        assert {lens.range.start.line for lens in lenses} == {call_line} and len(lenses) == 4
         assert lenses[0].command.arguments[0]["target"] == str(ws / "tool.py")
 
         broken = (ws / "test_broken.py").as_uri()

@@ -31,6 +31,8 @@ export interface RunArguments {
   uri: string;
   mode: RunMode;
   races: boolean;
+  /** Also compile every pallas_call for the `runs.compileGenerations` TPU generations. */
+  compile?: boolean;
 }
 
 type Status = "starting" | "running" | "stopped" | "error";
@@ -264,7 +266,7 @@ class Controller implements vscode.Disposable {
 
   // ------------------------------------------------------------ runs
 
-  async run(mode: RunMode, races: boolean): Promise<void> {
+  async run(mode: RunMode, races: boolean, compile = false): Promise<void> {
     if (!vscode.workspace.isTrusted) {
       const choice = await vscode.window.showWarningMessage(
         "pallas-lsp runs execute your code, so they are disabled in an untrusted workspace.",
@@ -310,8 +312,10 @@ class Controller implements vscode.Disposable {
       uri: client.code2ProtocolConverter.asUri(document.uri),
       mode,
       races,
+      ...(compile ? { compile: true } : {}),
     };
-    const what = mode === "tpu" ? "on TPU" : races ? "with race detection" : "in interpret mode";
+    const what = compile ? "and compiling for TPU"
+      : mode === "tpu" ? "on TPU" : races ? "with race detection" : "in interpret mode";
     this.output.info(`run ${what}: ${JSON.stringify(argument)}`);
     await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `pallas-lsp: running ${what}`, cancellable: true },
@@ -397,6 +401,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("pallas-lsp.runInterpret", () => ctl.run("interpret", false)),
     vscode.commands.registerCommand("pallas-lsp.runTpu", () => ctl.run("tpu", false)),
     vscode.commands.registerCommand("pallas-lsp.runRaces", () => ctl.run("interpret", true)),
+    vscode.commands.registerCommand("pallas-lsp.compileForTpu", () => ctl.run("interpret", false, true)),
     vscode.commands.registerCommand("pallas-lsp.restartServer", () => ctl.restart()),
     vscode.commands.registerCommand("pallas-lsp.showOutput", () => ctl.output.show(true)),
     vscode.window.onDidChangeActiveTextEditor(() => ctl.updateStatusVisibility()),

@@ -277,6 +277,8 @@ class Analysis:
     deps: set[str] = field(default_factory=set)  # other files the analysis read
     missing: set[str] = field(default_factory=set)  # files it wanted but did not parse
     coverage: object = None  # coverage.FileCoverage, when asked for
+    # (Span of a TPU pallas_call, markdown of its scoped VMEM estimate), for the hover
+    launch_notes: list = field(default_factory=list)
     syntax_error: str | None = None  # first syntax error, if any (file still analysed)
     internal_error: str | None = None  # the engine failed on this file (a bug to report)
 

@@ -1,5 +1,6 @@
 """Code lenses that start runs: "Run in interpret mode", "Run on TPU", "Run
-with race detection".
+with race detection", "Compile for TPU" (an interpret run that also compiles
+every pallas_call for the `runs.compileGenerations` TPU generations).
 
 Where they go (a cheap `ast` pass over the current text, never the engine or
 jedi):
@@ -25,10 +26,12 @@ from pallas_lsp.lsp.positions import LineIndex
 
 RUN_COMMAND = "pallas-lsp.run"
 ENTRY_NAMES = frozenset({"pallas_call", "core_map"})  # as a bare name or an attribute
-LENSES = (  # (title, mode, races)
-    ("▶ Run in interpret mode", "interpret", False),
-    ("▶ Run on TPU", "tpu", False),
-    ("▶ Run with race detection", "interpret", True),
+LENSES = (  # (title, mode, races, compile)
+    ("▶ Run in interpret mode", "interpret", False, False),
+    ("▶ Run on TPU", "tpu", False, False),
+    ("▶ Run with race detection", "interpret", True, False),
+    # interpret mode, and every pallas_call compiled for runs.compileGenerations
+    ("▶ Compile for TPU", "interpret", False, True),
 )
 
 
@@ -178,14 +181,16 @@ def _find_sites(tree: ast.Module, path: str, index: LineIndex) -> list[LensSite]
 
 def code_lenses(uri: str, text: str, path: str, index: LineIndex,
                 encoding: str) -> list[types.CodeLens]:
-    """Three lenses per site, each a `pallas-lsp.run` command."""
+    """Four lenses per site, each a `pallas-lsp.run` command."""
     out: list[types.CodeLens] = []
     for site in find_sites(text, path, index):
         sl, sc = index.to_client(site.line, site.col, encoding)
         el, ec = index.to_client(site.line, site.end_col, encoding)
         rng = types.Range(types.Position(sl, sc), types.Position(el, ec))
-        for title, mode, races in LENSES:
+        for title, mode, races, compile_for in LENSES:
             arg = {"uri": uri, "target": site.target, "mode": mode, "races": races}
+            if compile_for:
+                arg["compile"] = True
             if site.kind == "script":
                 arg["kind"] = "script"
             out.append(types.CodeLens(range=rng, command=types.Command(

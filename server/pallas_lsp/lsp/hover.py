@@ -226,3 +226,10 @@ def to_plaintext(markdown: str) -> str:
     text = re.sub(r"```\w*\n?", "", markdown)
     text = re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r"\1 (\2)", text)
     return text.replace("**", "").replace("`", "")
+
+
+def launch_sections(analysis, line: int, col: int) -> list[str]:
+    """The scoped VMEM estimate of the TPU pallas_call under the cursor."""
+    return [text for span, text in getattr(analysis, "launch_notes", ())
+            if span.line == line and span.col <= col <= span.end_col]
+

@@ -64,6 +64,7 @@ class RunRequest:
     races: bool = False
     profile: str | None = None
     kind: str = "auto"
+    compile: tuple = ()  # TPU generations to compile every pallas_call for
 
 
 def parse_run_args(args: Any) -> RunRequest:
@@ -75,7 +76,7 @@ def parse_run_args(args: Any) -> RunRequest:
         args = args[0]
     if not isinstance(args, dict):
         raise RunArgsError(f"{RUN_COMMAND}: the argument must be an object, got {type(args).__name__}")
-    unknown = set(args) - {"uri", "target", "mode", "races", "profile", "kind"}
+    unknown = set(args) - {"uri", "target", "mode", "races", "profile", "kind", "compile"}
     if unknown:
         raise RunArgsError(f"{RUN_COMMAND}: unknown argument(s) {', '.join(sorted(unknown))}")
     uri = args.get("uri")
@@ -98,8 +99,17 @@ def parse_run_args(args: Any) -> RunRequest:
     kind = args.get("kind") or "auto"
     if kind not in ("auto", "pytest", "script"):
         raise RunArgsError(f'{RUN_COMMAND}: `kind` must be "auto", "pytest" or "script"')
+    compile_for = args.get("compile") or ()
+    if compile_for is True:
+        compile_for = ("*",)  # the runs.compileGenerations setting
+    elif isinstance(compile_for, list) and all(isinstance(g, str) for g in compile_for):
+        compile_for = tuple(compile_for)
+    elif compile_for:
+        raise RunArgsError(f'{RUN_COMMAND}: `compile` must be true or a list of TPU '
+                           'generations such as ["v5e", "v6e"]')
     return RunRequest(uri=uri, target=target or None, mode=mode, races=races,
-                      profile=profile.strip() if profile else None, kind=kind)
+                      profile=profile.strip() if profile else None, kind=kind,
+                      compile=compile_for)
 
 
 def is_test_file(path: str, text: str | None = None) -> bool:
@@ -162,6 +172,7 @@ class RunManager:
             raise
         return {"status": result.status.value, "summary": result.summary,
                 "diagnostics": len(result.diagnostics), "tests": dict(result.tests),
+                "compiled": [c["text"] for c in result.compiles],
                 "duration": round(result.duration, 3), "error": result.error}
 
     def cancel_command(self, *args: Any) -> dict:
@@ -209,7 +220,9 @@ class RunManager:
                        profile=req.profile or s.runs_profile,
                        profiles=dict(s.runs_profiles) or None,
                        python=s.python_interpreter, timeout=float(s.runs_timeout_s),
-                       devices=s.runs_devices, kind=req.kind)
+                       devices=s.runs_devices, kind=req.kind,
+                       compile_for=s.runs_compile_generations if req.compile == ("*",)
+                       else req.compile)
 
     def start(self, req: RunRequest) -> ActiveRun:
         """Validate and start a run (raises JsonRpcInvalidParams for a bad
@@ -278,7 +291,8 @@ class RunManager:
             progress.tokens.pop(token, None)
             return
         active.token = token
-        where = f"{spec.mode or 'interpret'}" + (", races" if spec.races else "")
+        where = f"{spec.mode or 'interpret'}" + (", races" if spec.races else "") + (
+            f", compile {','.join(spec.compile_for)}" if spec.compile_for else "")
         progress.begin(token, types.WorkDoneProgressBegin(
             title="pallas-lsp run", message=f"{spec.target} [{where}]", cancellable=True))
         active.begun = True
@@ -403,6 +417,8 @@ class RunManager:
         if result.status is not Status.CANCELLED and result.diagnostics:
             self.add(result.diagnostics)
         summary = result.summary or f"pallas-lsp run {active.target}: {result.status.value}"
+        for c in result.compiles:  # `compile`: one line per kernel and generation compiled
+            self._log(c["text"], types.MessageType.Info)
         self._log(summary, types.MessageType.Info)
         if active.token is not None:
             progress = self.server.work_done_progress

@@ -486,6 +486,9 @@ def create_server(analyzer=None) -> PallasLanguageServer:
                     hover_mod.entries_for_api(api_name)))
                 span = span or word.span
 
+        # 5. on a TPU pallas_call: its scoped VMEM estimate (PAL404's numbers)
+        sections.extend(hover_mod.launch_sections(analysis, pos.line, pos.col))
+
         text = hover_mod.join_sections(sections)
         if not text:
             return None

@@ -66,6 +66,7 @@ class Settings:
     runs_profiles: FrozenDict = FrozenDict()  # name -> profile object
     runs_code_lens: bool = True
     runs_run_on_save: bool = False
+    runs_compile_generations: tuple = ("v5e", "v6e")  # "Compile for TPU" (run --compile)
 
     def rule_enabled(self, code: str) -> bool:
         if self.select is not None and not any(code.startswith(p) for p in self.select):
@@ -200,6 +201,19 @@ def _profiles(value: Any) -> FrozenDict:
     return FrozenDict(value)
 
 
+def _generations(value: Any) -> tuple:
+    from pallas_lsp.runs.compile_mapping import check_generations
+    from pallas_lsp.runs.target import RunSpecError
+
+    if not isinstance(value, list) or not value:
+        raise ValueError('expected a list of TPU generations, e.g. ["v5e", "v6e"]')
+    try:
+        check_generations(value)
+    except RunSpecError as exc:
+        raise ValueError(str(exc)) from None
+    return tuple(value)
+
+
 # setting key (as the client spells it) -> (Settings field, validator)
 OPTIONS: dict[str, tuple[str, Any]] = {
     "rules.select": ("select", _codes_or_all),
@@ -223,6 +237,7 @@ OPTIONS: dict[str, tuple[str, Any]] = {
     "runs.profiles": ("runs_profiles", _profiles),
     "runs.codeLens": ("runs_code_lens", _bool),
     "runs.runOnSave": ("runs_run_on_save", _bool),
+    "runs.compileGenerations": ("runs_compile_generations", _generations),
 }
 
 _GROUPS = {key.split(".", 1)[0] for key in OPTIONS}

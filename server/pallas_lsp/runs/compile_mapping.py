@@ -413,6 +413,7 @@ def compile_summaries(records: list[dict], pm: PathMap) -> list[dict]:
         seen.add(key)
         out.append({"path": pm.display(path) if path else None, "line": line, "kernel": name,
                     "gen": rec.get("gen"), "seconds": rec.get("seconds"),
+                    "avals": list(rec.get("avals") or []),
                     "vmem_used": rec.get("vmem_used"), "vmem_limit": rec.get("vmem_limit"),
                     "text": where + text})
     return out

@@ -182,11 +182,19 @@ def vmem_estimate(launch: Launch) -> VmemEstimate | None:
     is unknown."""
     ins, outs = items(launch.in_specs), items(launch.out_specs)
     shapes = items(launch.out_shape)
+    whole_inputs = ins is None and _keyword(launch.node, "in_specs") is None
+    if whole_inputs:
+        ins = []  # no in_specs: each input is one whole-array block, of a shape not known here
+    if outs is None and _keyword(launch.node, "out_specs") is None and shapes is not None:
+        outs = [Spec() for _ in shapes]  # no out_specs: whole `out_shape` blocks
     if ins is None or outs is None:
         return None
     steps = _grid_steps(launch)
+    if steps is None and _keyword(launch.node, "grid") is None \
+            and _keyword(launch.node, "grid_spec") is None:
+        steps = 1  # no grid: one step
     buffers: list[Buffer] = []
-    exact = steps is not None
+    exact = steps is not None and not whole_inputs
     for key, specs in (("in_specs", ins), ("out_specs", outs)):
         for i, spec in enumerate(specs):
             if spec is None or (isinstance(spec, Const) and spec.value is None):
@@ -196,22 +204,29 @@ def vmem_estimate(launch: Launch) -> VmemEstimate | None:
             if spec.space not in BLOCK_SPACES:
                 continue
             block = spec.block_shape
-            dtype = None
+            dtype = array = None
             if key == "out_specs" and shapes is not None and len(shapes) == len(outs) \
                     and isinstance(shapes[i], ShapeDtype):
-                dtype = shapes[i].dtype
+                dtype, array = shapes[i].dtype, shapes[i].shape
                 if block is None:
-                    block = shapes[i].shape
+                    block = array
             if block is None:
                 return None  # the whole array, of a shape we may not know
             block = tuple(1 if d is None else d for d in block)  # squeezed dims
             if not known_shape(block):
                 return None
             node = spec_node(launch, key, i)
+            # Measured: a block that is the whole array has one buffer, any other
+            # block two once the grid has several steps. An input's array shape is
+            # not known here: one buffer (a lower bound).
             count = 1
             if steps is not None and steps > 1:
-                count = _buffers_of(node) or 1
-                exact = exact and count == 2
+                whole = known_shape(array) and tuple(array) == block
+                if array is None or not known_shape(array):
+                    exact = False
+                elif not whole:
+                    count = _buffers_of(node) or 1
+                    exact = exact and count == 2
             if dtype is None:
                 exact = False
             label = f"{key}[{i}]" if len(specs) > 1 or key == "in_specs" else key
@@ -236,3 +251,39 @@ def vmem_estimate(launch: Launch) -> VmemEstimate | None:
 def over_everywhere(est: VmemEstimate, gens=DEFAULT_GENERATIONS) -> bool:
     return bool(est.limits) and all(g in est.limits and est.total > est.limits[g] for g in gens)
 
+
+
+def hover_rows(events, span_of) -> list:
+    """(span of each TPU pallas_call's name, markdown of its VMEM estimate),
+    for the hover."""
+    from pallas_lsp.engine.tpu import GENERATIONS
+
+    out = []
+    for launch in tpu_launches(events):
+        est = vmem_estimate(launch)
+        if est is None:
+            continue
+        node = launch.node.func if isinstance(launch.node, ast.Call) else launch.node
+        lines = ["**Scoped VMEM estimate** (pallas-lsp; blocks padded to (8, 128) tiles)", "",
+                 "| buffer | block | dtype | bytes | copies |", "|---|---|---|---|---|"]
+        for b in est.buffers:
+            size = fmt_bytes(b.bytes) if b.dtype else f"≥ {fmt_bytes(b.bytes)}"
+            copies = str(b.count) if b.counted else "scratch (not counted)"
+            lines.append(f"| `{b.label}` | {tuple(b.shape)} | {b.dtype or '?'} | {size} | {copies} |")
+        at_least = "" if est.exact else "≥ "
+        lines.append("")
+        if est.limits:
+            limits = ", ".join(f"{g} {fmt_bytes(est.limits[g])}" for g in GENERATIONS
+                               if g in est.limits)
+            origin = "vmem_limit_bytes" if est.set_limit else "default scoped limits"
+            over = [g for g in GENERATIONS if g in est.limits and est.total > est.limits[g]]
+            lines.append(f"Total {at_least}{fmt_bytes(est.total)}; {origin}: {limits}"
+                         + (f"; over on {', '.join(over)}" if over else "") + ".")
+        else:
+            lines.append(f"Total {at_least}{fmt_bytes(est.total)}; the limit "
+                         "(`vmem_limit_bytes`) is not known.")
+        if not est.exact:
+            lines.append("(≥: an input's dtype or the grid is not known here; "
+                         "`pallas-lsp run --compile` reports the compiler's number.)")
+        out.append((span_of(node), "\n".join(lines)))
+    return out
