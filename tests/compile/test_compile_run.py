@@ -103,3 +103,31 @@ def test_compile_over_ssh_with_races(sshd, tmp_path):
     assert d.span.line + 1 == line and d.code == "PAL401"
     assert [c["gen"] for c in res.compiles] == ["v5e"]
     assert "races" in res.summary and os.path.isdir(remote)
+
+
+CRASH = '''import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def pick_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.where(x_ref[...] < y_ref[...], x_ref[...], y_ref[...])
+
+
+if __name__ == "__main__":
+    x = jnp.ones((32, 128), jnp.bool_)
+    print(pl.pallas_call(pick_kernel, out_shape=jax.ShapeDtypeStruct((32, 128), jnp.bool_))(x, x))
+'''
+
+
+def test_a_compiler_crash_is_a_diagnostic_on_the_call(tmp_path):
+    """libtpu 0.0.42 aborts the process compiling this bool kernel for v5p (an
+    XLA check failure on the operands' conversion); the run reports it."""
+    (tmp_path / "pyproject.toml").write_text("")
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH)
+    res = run(RunSpec(target=str(script), root=str(tmp_path), compile_for=("v5p",), timeout=120))
+    assert res.status is Status.FAILED, res.summary
+    (d,) = res.diagnostics
+    assert d.code == "PAL903" and "crashed the process while compiling `pick_kernel`" in d.message
+    assert "Check failed" in d.message and d.span.line == 11  # the pallas_call line

@@ -155,6 +155,10 @@ def _compile_all(args, params, frame) -> None:
         sharding = jax.sharding.SingleDeviceSharding(dev)
         structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding,
                                         weak_type=getattr(a, "weak_type", False)) for a in avals]
+        # Said before compiling: if libtpu aborts the process, the report names the call.
+        with _lock:
+            _child.REPORT["compiling"] = {k: rec[k] for k in ("gen", "kernel", "site", "nodeid")}
+        _child.write_report()
         t0 = time.monotonic()
         try:
             # Some lowering paths ask the default device for its kind: make it the TPU's.
@@ -204,6 +208,7 @@ def _eqn_frames(jaxpr, name: str) -> list:
 
 def _record(rec: dict) -> None:
     with _lock:
+        _child.REPORT["compiling"] = None
         _child.REPORT.setdefault("compiles", []).append(rec)
     status = "ok" if rec["ok"] else "FAILED"
     name = (rec.get("kernel") or {}).get("name") or "pallas_call"

@@ -303,6 +303,18 @@ def _kernel_position(rec: dict, pm: PathMap) -> tuple[str, Span, list] | None:
     return None
 
 
+def _call_position(pm: PathMap, path: str, call: _Call | None, call_span: Span | None,
+                   fallback) -> tuple[str, Span] | None:
+    """The pallas_call, else the user frame that bound it, else the test."""
+    if call is not None:
+        return path, _span_of(pm, path, call.node)
+    if call_span is not None:
+        return path, call_span
+    if fallback is not None:
+        return fallback[0], pm.span(fallback[0], fallback[1] + 1)
+    return None
+
+
 @dataclass
 class _Failure:
     path: str
@@ -318,6 +330,8 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
     err = rec.get("error") or {}
     raw = err.get("message") or ""
     text = clean_message(raw)
+    if " " not in text.strip():  # a bare KeyError('bool') from the lowering: say what it is
+        text = f"{(err.get('type') or 'Exception').rsplit('.', 1)[-1]}: {text}".rstrip(": ")
     kind = kind_of(raw)
     path, call, call_span = loc.call(rec)
     related: list[RunRelated] = []
@@ -338,14 +352,10 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
                                              "the pallas_call compiled here"))
             path = kpath
     if span is None:
-        if call is not None:
-            span = _span_of(pm, path, call.node)
-        elif call_span is not None:
-            span = call_span
-        elif fallback is not None:
-            path, span = fallback[0], pm.span(fallback[0], fallback[1] + 1)
-        else:
+        at = _call_position(pm, path, call, call_span, fallback)
+        if at is None:
             return None
+        path, span = at
     elif call_span is not None and call is not None and call_span.line != call.node.lineno - 1:
         related.append(RunRelated(pm.display(path), call_span, "called here"))
     entry = _match(raw)
@@ -446,7 +456,26 @@ def parse_generations(text: str) -> tuple[str, ...]:
     return tuple(g.strip() for g in (text or "").split(",") if g.strip())
 
 
-def apply_compiles(res, reports: list[dict], pm: PathMap, fallback) -> None:
+def _crash(rec: dict, pm: PathMap, fallback, tail: list[str]) -> RunDiagnostic | None:
+    """The child ended (libtpu aborted it) while compiling `rec`'s call."""
+    at = _call_position(pm, *Locator(pm).call(rec), fallback)
+    if at is None:
+        return None
+    path, span = at
+    why = next((ln.split("] ", 1)[-1].strip() for ln in reversed(tail)
+                if "Check failed" in ln or "SIGABRT" in ln or "Fatal" in ln), "")
+    name = (rec.get("kernel") or {}).get("name") or "this pallas_call"
+    nodeid = rec.get("nodeid")
+    msg = (f"The TPU compiler crashed the process while compiling `{name}` for TPU "
+           f"{rec.get('gen')}" + (f": {why[:400]}" if why else "") + ". The run stopped there; "
+           "run without --compile to finish it, and try another generation or operand dtype."
+           + (f" [{nodeid}]" if nodeid else ""))
+    return RunDiagnostic(path=pm.display(path), span=span, code=CODE_COMPILE, message=msg,
+                         test=nodeid)
+
+
+def apply_compiles(res, reports: list[dict], pm: PathMap, fallback,
+                   tail: list[str] | None = None) -> None:
     """Adds the compile failures to `res.diagnostics`, the successes to
     `res.compiles`, and fixes the status (a failure to compile fails the run;
     a compile set-up error, e.g. libtpu missing, is an `error`)."""
@@ -458,6 +487,14 @@ def apply_compiles(res, reports: list[dict], pm: PathMap, fallback) -> None:
     error = next(((r.get("compile") or {}).get("error") for r in reports
                   if (r.get("compile") or {}).get("error")), None)
     diags = compile_diagnostics(records, pm, fallback)
+    for r in reports:
+        if r.get("compiling") and not r.get("finished"):
+            crash = _crash(r["compiling"], pm, fallback, tail or [])
+            if crash is not None:
+                diags.append(crash)
+                # it replaces the bare "failed without a Python exception"
+                res.diagnostics = [d for d in res.diagnostics
+                                   if not d.message.startswith("The run failed (")]
     res.compiles = compile_summaries(records, pm)
     res.diagnostics = dedupe(res.diagnostics + diags)
     if res.status in (Status.CANCELLED, Status.TIMEOUT):

@@ -297,7 +297,7 @@ class RunHandle:
         res = self._interpret(rc, how, report_list, pm)
         if plan.spec.compile_for:
             from pallas_lsp.runs.compile_mapping import apply_compiles
-            apply_compiles(res, report_list, pm, self._fallback())
+            apply_compiles(res, report_list, pm, self._fallback(), list(self._tail))
         return res
 
     def _launcher_args(self) -> list[str]:
