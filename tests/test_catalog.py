@@ -74,6 +74,7 @@ EXAMPLES = {
     " 16.00M.": "PAL404",
     "XLA:TPU compile permanent error. Ran out of memory in memory space vmem. Used 24.00M of"
     " 16.00M vmem.": "PAL404",
+    "INTERNAL: Mosaic failed to compile TPU kernel: Invalid vector type for load": "PAL405",
 }
 # PAL104's message is word for word PAL103's; the text alone cannot select it.
 UNREACHABLE_BY_TEXT = {"PAL104"}

@@ -49,7 +49,7 @@ def test_every_expected_line_gets_its_diagnostic(compiled):
 def test_fixed_twins_compile_with_a_summary(compiled):
     lines = {(Path(c["path"]).name, c["gen"]) for c in compiled.compiles}
     for name in ("pal401_block_shape.py", "pal402_no_lowering.py", "pal403_int8_arith.py",
-                 "pal404_scoped_vmem.py"):
+                 "pal404_scoped_vmem.py", "pal405_float16.py"):
         for gen in GENS:
             assert (name, gen) in lines, (name, gen)
     texts = [c["text"] for c in compiled.compiles]

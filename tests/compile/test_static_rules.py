@@ -24,7 +24,7 @@ from pallas_lsp.engine.source import parse  # noqa: E402
 from pallas_lsp.engine.tpu import lowering_data  # noqa: E402
 
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
-PAL4 = ("PAL401", "PAL402", "PAL403", "PAL404")
+PAL4 = ("PAL401", "PAL402", "PAL403", "PAL404", "PAL405")
 
 
 def _findings(path: Path):

@@ -16,7 +16,7 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal303_wait_without_start, pal304_dma_regular_sem_start,
                                      pal305_dma_shape_mismatch, pal401_block_shape_not_tiled,
                                      pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
-                                     pal404_scoped_vmem)
+                                     pal404_scoped_vmem, pal405_float16_vector)
 
 RULES = (
     pal101_dma_arg_not_ref, pal102_send_sem_not_ref, pal103_dst_sem_not_scalar,
@@ -28,7 +28,7 @@ RULES = (
     pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
     pal304_dma_regular_sem_start, pal305_dma_shape_mismatch,
     pal401_block_shape_not_tiled, pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
-    pal404_scoped_vmem,
+    pal404_scoped_vmem, pal405_float16_vector,
 )
 
 # Codes with a catalog entry but no static rule: JAX raises them in cases the

@@ -235,8 +235,11 @@ def vmem_estimate(launch: Launch) -> VmemEstimate | None:
         shape, dtype = getattr(alloc, "shape", None), getattr(alloc, "dtype", None)
         space = getattr(alloc, "space", None)
         if space == Space.VMEM and known_shape(shape):
+            # Not counted (a lower bound): the compiler keeps a DMA's destination but
+            # removes a buffer that is written and read back within a step (measured).
             buffers.append(Buffer(f"scratch[{i}]", tuple(shape), dtype, _padded(tuple(shape), dtype),
                                   1, False))
+            exact = False
     total = sum(b.bytes * b.count for b in buffers if b.counted)
     limit = vmem_limit(launch)
     if limit is _MISSING:
@@ -268,7 +271,7 @@ def hover_rows(events, span_of) -> list:
                  "| buffer | block | dtype | bytes | copies |", "|---|---|---|---|---|"]
         for b in est.buffers:
             size = fmt_bytes(b.bytes) if b.dtype else f"≥ {fmt_bytes(b.bytes)}"
-            copies = str(b.count) if b.counted else "scratch (not counted)"
+            copies = str(b.count) if b.counted else "scratch: not counted (the compiler may drop it)"
             lines.append(f"| `{b.label}` | {tuple(b.shape)} | {b.dtype or '?'} | {size} | {copies} |")
         at_least = "" if est.exact else "≥ "
         lines.append("")
@@ -283,7 +286,8 @@ def hover_rows(events, span_of) -> list:
             lines.append(f"Total {at_least}{fmt_bytes(est.total)}; the limit "
                          "(`vmem_limit_bytes`) is not known.")
         if not est.exact:
-            lines.append("(≥: an input's dtype or the grid is not known here; "
-                         "`pallas-lsp run --compile` reports the compiler's number.)")
+            lines.append("(≥: an input's dtype or shape, the grid, or whether the compiler keeps "
+                         "a scratch buffer is not known here; `pallas-lsp run --compile` reports "
+                         "the compiler's number.)")
         out.append((span_of(node), "\n".join(lines)))
     return out
