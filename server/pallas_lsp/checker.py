@@ -72,7 +72,7 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
     the findings its callers' kernels reach in it (even when those callers
     are not among `paths`)."""
     files, problems = discover(paths)
-    root = _project_root(paths)
+    root, is_project = _project_root(paths)
     project = Project([str(root)])
     configs: dict[Path, ProjectConfig] = {}
 
@@ -102,7 +102,7 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         for other, found in analysis.foreign.items():
             foreign.setdefault(other, []).extend(found)
         _note_reach(reach, analysis)
-    _analyse_outside_callers(project, root, checked, foreign, reach, coverage)
+    _analyse_outside_callers(project, root, is_project, checked, foreign, reach, coverage)
     for real, item in checked.items():
         extra = foreign.get(real, [])
         if extra:
@@ -143,7 +143,8 @@ def _apply_reach(cov, seen: dict) -> None:
                                              f"`{r}`" for r in hit[1]) + " is")
 
 
-def _analyse_outside_callers(project: Project, root: Path, checked: dict[str, Checked],
+def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
+                             checked: dict[str, Checked],
                              foreign: dict[str, list[Finding]], reach: dict,
                              coverage: bool) -> None:
     """Files outside the checked set that import a checked file: analyse
@@ -151,7 +152,10 @@ def _analyse_outside_callers(project: Project, root: Path, checked: dict[str, Ch
     checked files)."""
     if not checked or not root.is_dir():
         return
-    project.index([str(root)])
+    if is_project:
+        project.index([str(root)])
+    else:  # a loose folder (no pyproject.toml, no package): its own scripts only
+        project.index([str(p) for p in root.glob("*.py")])
     extra: list[str] = []
     for real in checked:
         for caller in project.importers(real, limit=MAX_EXTRA_CALLERS):
@@ -187,20 +191,22 @@ def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool
     return results, problems
 
 
-def _project_root(paths: list[Path]) -> Path:
+def _project_root(paths: list[Path]) -> tuple[Path, bool]:
     """The folder imports are resolved from and callers are looked for in:
     the nearest pyproject.toml's folder above the first path, else the
-    folder above the outermost package around it, else its folder."""
+    folder above the outermost package around it, else the folder given
+    (or the file's folder). The flag says whether it is a project or package
+    (whose whole tree is indexed) rather than a loose folder."""
     from pallas_lsp.config import find_pyproject
 
     first = (paths[0] if paths else Path.cwd()).absolute()
     if not first.exists():
-        return Path.cwd()
+        return Path.cwd(), False
     start = first if first.is_dir() else first.parent
     found = find_pyproject(start)
     if found is not None:
-        return found.parent
+        return found.parent, True
     top = start
     while (top / "__init__.py").is_file() and top.parent != top:
         top = top.parent
-    return top
+    return top, top != start or first.is_dir()

@@ -83,7 +83,7 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     names = sorted(interp.names.values(), key=lambda n: (n.span.line, n.span.col))
     analysis = Analysis(path=path, findings=findings, names=names, kernels=list(interp.kernels),
                         syntax_error=src.syntax_error, foreign=foreign, deps=set(interp.deps),
-                        missing=set(interp.missing))
+                        missing=set(interp.missing), incomplete=interp.incomplete)
     from pallas_lsp.engine.rules._tpu import hover_rows
     analysis.launch_notes = [(span, text) for span, text in hover_rows(events, ctx.span)
                              if not span.path or span.path == src.path]

@@ -162,6 +162,9 @@ class Events:
     scoped: list[ScopedAlloc] = field(default_factory=list)
     rolls: list[RollCall] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
+    # Kernels the analysis could not follow to the end (call depth, recursion;
+    # -1: the step budget ran out, so all of them).
+    truncated: set = field(default_factory=set)
     kernel_ops: list[KernelOp] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)

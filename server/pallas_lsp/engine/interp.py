@@ -24,7 +24,7 @@ from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, Cl
                                       Imported, Instance, ModuleRef, SeqOf, ShapeDtype, SliceVal,
                                       Spec, as_view, join, join_all)
 
-MAX_DEPTH = 12  # nested helper calls followed from one kernel
+MAX_DEPTH = 24  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
 MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
 MAX_MODULES = 64  # other files one analysis may read (imports of imports included)
@@ -93,6 +93,7 @@ class Frame:
     kernel_id: int = 0
     loop_depth: int = 0
     returns: list[Value] = field(default_factory=list)
+    yields: list[Value] | None = None  # a generator's yielded values
     mod: Module | None = None  # the file whose code runs (None: the analysed file)
     # The call in the analysed file through which this frame was reached,
     # when its code is in another file (findings there are also shown here).
@@ -133,6 +134,7 @@ class Interpreter:
         self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
         self._site: ast.AST | None = None  # Frame.site of the code being run (for events)
         self.deps: set[str] = set()  # other files read
+        self.incomplete: str | None = None  # why the analysis stopped early, if it did
         self._property_frame: Frame | None = None  # where a property getter runs from
 
     # ------------------------------------------------------------ driver
@@ -168,9 +170,11 @@ class Interpreter:
                     self._flush_pending()
                     self._run_escaped(frame)
         except Budget:
-            pass
+            self.events.truncated.add(-1)  # every kernel
+            self.incomplete = (f"the analysis stopped after {MAX_STEPS:,} steps (the file is very "
+                               f"large or its code very repetitive); what follows was not checked")
         except RecursionError:
-            pass
+            self.incomplete = "the analysis stopped: code nested too deeply to follow"
         finally:
             sys.setrecursionlimit(old)
 
@@ -303,6 +307,10 @@ class Interpreter:
         self.deps.add(key)
         self.exec_body(src.tree.body, Frame(mod.scope, kernel=False, mod=mod))
         return mod
+
+    def segment(self, node: ast.AST) -> str:
+        """Source text of a node, in whichever file it is."""
+        return (getattr(node, "_pl_src", None) or self.src).segment(node)
 
     def deref(self, value: Value) -> Value:
         """What an imported name is, reading its module if needed."""
@@ -669,7 +677,7 @@ class Interpreter:
                 return Const(value=tuple(base.shape))
             if attr == "T":
                 shape = tuple(reversed(base.shape)) if base.shape is not None else None
-                return as_view(base, shape, f"{self.src.segment(node)}")
+                return as_view(base, shape, f"{self.segment(node)}")
             if attr in ("bitcast", "reshape", "transpose"):
                 return Bound(obj=base, name=attr)
             return UNKNOWN
@@ -693,13 +701,13 @@ class Interpreter:
         if isinstance(base, AtProxy):
             shape = binding.index_shape(base.ref.shape, self.eval_index(node.slice, frame),
                                         node.slice)
-            return as_view(base.ref, shape, self.src.segment(node))
+            return as_view(base.ref, shape, self.segment(node))
         if isinstance(base, Ref):
             shape = binding.index_shape(base.shape, self.eval_index(node.slice, frame),
                                         node.slice)
             self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind="get", node=node,
                                                   ref=Arg(node.value, base)))
-            return Array(origin=f"read of {self.src.segment(node.value)}", shape=shape,
+            return Array(origin=f"read of {self.segment(node.value)}", shape=shape,
                          dtype=base.dtype, sem=base.sem)
         index = self.eval(node.slice, frame)
         if isinstance(base, SeqOf):
@@ -756,10 +764,11 @@ class Interpreter:
         if isinstance(a, (Ref, Array)) or isinstance(b, (Ref, Array)):
             return Array(origin="arithmetic")
         if isinstance(op, ast.Mult) and isinstance(a, Seq) and a.keys is None \
-                and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64:
+                and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64 \
+                and len(a.items) * b.value <= MAX_SEQ:
             return Seq(items=a.items * b.value)
         if isinstance(op, ast.Add) and isinstance(a, Seq) and isinstance(b, Seq) \
-                and a.keys is None and b.keys is None:
+                and a.keys is None and b.keys is None and len(a.items) + len(b.items) <= MAX_SEQ:
             return Seq(items=a.items + b.items)
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
             return _const_binop(a.value, b.value, op)
@@ -804,6 +813,22 @@ class Interpreter:
         if truth is False:
             return self.eval(node.orelse, frame)
         return join(self.eval(node.body, frame), self.eval(node.orelse, frame))
+
+    def expr_Yield(self, node: ast.Yield, frame: Frame) -> Value:
+        """A generator: what it yields is what iterating over its result gives."""
+        value = self.eval(node.value, frame) if node.value is not None else Const(value=None)
+        if frame.yields is None:
+            frame.yields = []
+        frame.yields.append(value)
+        return UNKNOWN  # what `send()` passes in
+
+    def expr_YieldFrom(self, node: ast.YieldFrom, frame: Frame) -> Value:
+        inner = self.eval(node.value, frame)
+        if frame.yields is None:
+            frame.yields = []
+        frame.yields.append(self.iter_item(inner) if isinstance(inner, (Seq, SeqOf)) else UNKNOWN)
+        self.escape(inner)
+        return UNKNOWN
 
     def expr_Lambda(self, node: ast.Lambda, frame: Frame) -> Value:
         return Func(node=node, scope=frame.scope)
@@ -1030,9 +1055,18 @@ class Interpreter:
         if frame.depth >= MAX_DEPTH:
             for v in args:
                 self.escape(v)
+            # Part of this kernel is not seen: claims about what it never
+            # does (start, wait, use) cannot be made.
+            self.events.truncated.add(frame.kernel_id)
             return UNKNOWN
         args = list(func.bound_args) + list(args)
         kwargs = {**dict(func.bound_kwargs), **kwargs}
+        if not unknown_params and _wrong_arity(node, args, kwargs):
+            # Python would raise TypeError here: our model of this call is off
+            # (or the code is broken); either way, nothing to judge in it.
+            for v in list(args) + list(kwargs.values()):
+                self.escape(v)
+            return UNKNOWN
         kid = frame.kernel_id
         if kernel is True and not frame.kernel_id:
             self._kernel_count += 1
@@ -1051,6 +1085,7 @@ class Interpreter:
         if key in self._memo:
             return self._memo[key]
         if key in self._active:  # recursion
+            self.events.truncated.add(frame.kernel_id)
             return UNKNOWN
         self._active.add(key)
         self._entered.add(id(node))
@@ -1068,6 +1103,9 @@ class Interpreter:
             else:
                 self.exec_body(node.body, inner)
                 result = self.join_values(inner.returns) if inner.returns else Const(value=None)
+                if inner.yields is not None:
+                    elem = self.join_values(inner.yields)
+                    result = SeqOf(elem=elem) if elem is not UNKNOWN else UNKNOWN
         finally:
             self._active.discard(key)
             self._kernel_id = saved_kid
@@ -1173,12 +1211,12 @@ class Interpreter:
             return Const(value=None)
         if isinstance(obj, Ref):
             if bound.name == "bitcast":
-                return replace(as_view(obj, None, self.src.segment(node)), dtype=None)
+                return replace(as_view(obj, None, self.segment(node)), dtype=None)
             if bound.name == "reshape":
                 shape = binding.shape_of([a.value for a in args]) if args else None
-                return as_view(obj, shape, self.src.segment(node))
+                return as_view(obj, shape, self.segment(node))
             if bound.name == "transpose":
-                return as_view(obj, None, self.src.segment(node))
+                return as_view(obj, None, self.segment(node))
         if isinstance(obj, Array):
             return Array(origin=obj.origin)
         return UNKNOWN
@@ -1526,9 +1564,15 @@ def _is_none(v: Value) -> bool | None:
     return None
 
 
+MAX_INT_BITS = 256  # constant folding beyond this is not shape arithmetic: Unknown
+MAX_SEQ = 4096  # longest list/tuple the engine keeps item by item
+
+
 def _const_binop(a, b, op) -> Value:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         return UNKNOWN
+    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
+        return UNKNOWN  # e.g. repeated squaring: the product would take forever
     try:
         if isinstance(op, ast.Add):
             return Const(value=a + b)
@@ -1543,6 +1587,19 @@ def _const_binop(a, b, op) -> Value:
     except (ZeroDivisionError, OverflowError):
         return UNKNOWN
     return UNKNOWN
+
+
+def _wrong_arity(node, args: list, kwargs: dict) -> bool:
+    """Too many positional arguments, or a keyword the function does not take."""
+    a = node.args
+    positional = list(a.posonlyargs) + list(a.args)
+    if a.vararg is None and _STAR_UNKNOWN not in args and len(args) > len(positional):
+        return True
+    if a.kwarg is None and kwargs:
+        names = {p.arg for p in a.args} | {p.arg for p in a.kwonlyargs}
+        if any(k not in names for k in kwargs):
+            return True
+    return False
 
 
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}

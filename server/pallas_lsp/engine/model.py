@@ -279,6 +279,7 @@ class Analysis:
     coverage: object = None  # coverage.FileCoverage, when asked for
     # (Span of a TPU pallas_call, markdown of its scoped VMEM estimate), for the hover
     launch_notes: list = field(default_factory=list)
+    incomplete: str | None = None  # the analysis stopped early (step budget), and why
     syntax_error: str | None = None  # first syntax error, if any (file still analysed)
     internal_error: str | None = None  # the engine failed on this file (a bug to report)
 

@@ -27,7 +27,7 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "n
                        ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build",
                        "dist", ".eggs"})
 MAX_FILE_BYTES = 5_000_000  # bigger files are generated code; not indexed
-MAX_INDEX_FILES = 50_000
+MAX_INDEX_FILES = 20_000
 _SOURCE_CACHE_LIMIT = 2_000
 
 # `from .a.b import (x, y)` / `import a.b as c, d`; parenthesised lists may span lines.

@@ -47,6 +47,9 @@ def protocols(events: Events) -> dict[int, KernelProtocol]:
             p.waited.update(r for r in roots if r)
     for kid, root in events.escaped_roots:
         out[kid].escaped = True
+    for kid in list(out):
+        if kid in events.truncated or -1 in events.truncated:
+            out[kid].escaped = True
     for op in events.sem_ops:  # a semaphore op on a DMA semaphore: someone is counting
         root = sem_root(op.sem.value)
         if root:

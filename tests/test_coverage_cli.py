@@ -1,0 +1,99 @@
+"""`pallas-lsp coverage` and whole-project `check` through the real CLI."""
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HELPERS = '''
+from jax.experimental.pallas import tpu as pltpu
+
+
+def start_copy(src, dst, sem):
+    c = pltpu.make_async_copy(src, dst, sem)
+    c.start()
+    return c
+
+
+def never_used(src, dst, sem):
+    pltpu.make_async_copy(src, dst, sem).start()
+'''
+
+KERNEL = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from lib.dma import start_copy
+
+
+def kernel(x_hbm, o_hbm, sems, reg):
+    start_copy(x_hbm, o_hbm, sems).wait()
+    pl.semaphore_signal(reg, 1)
+    pl.semaphore_wait(reg, 1)
+
+
+def launch(x):
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                          in_specs=[any_], out_specs=any_,
+                          scratch_shapes=[pltpu.SemaphoreType.DMA((2,)),
+                                          pltpu.SemaphoreType.REGULAR])(x)
+'''
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pallas_lsp", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "dma.py").write_text(textwrap.dedent(HELPERS))
+    (tmp_path / "kern.py").write_text(textwrap.dedent(KERNEL))
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    return tmp_path
+
+
+def test_coverage_counts_unreached_sites_and_sites_reached_from_other_files(tmp_path):
+    root = _project(tmp_path)
+    r = cli("coverage", "--output-format", "json", ".", cwd=root)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    files = {Path(f["path"]).name: f for f in data["files"]}
+    dma = files["dma.py"]["sites"]
+    # start_copy is reached from kern.py's kernel; never_used by nothing.
+    assert [(s["line"], s["reached"], s["known"]) for s in dma] == [(6, True, True),
+                                                                    (12, False, False)]
+    assert "no kernel launch" in dma[1]["reason"]
+    assert files["kern.py"]["totals"]["bound"] == 1
+    assert data["totals"]["sites"] == 4 and data["totals"]["known"] == 3
+    assert data["totals"]["dma_sites"] == 2 and data["totals"]["dma_known"] == 1
+    text = cli("coverage", ".", cwd=root).stdout
+    assert "Total: 3/4 sites known (75.0%)" in text and "lib/dma.py:12:5" in text
+
+
+def test_check_reports_in_the_helper_module_and_at_the_call(tmp_path):
+    root = _project(tmp_path)
+    r = cli("check", "--output-format", "json", ".", cwd=root)
+    rows = json.loads(r.stdout)
+    got = sorted((Path(row["path"]).name, row["line"], row["code"]) for row in rows)
+    assert got == [("dma.py", 6, "PAL103"), ("kern.py", 10, "PAL103")]
+    # Checking the helper alone still finds its callers in the project.
+    rows = json.loads(cli("check", "--output-format", "json", "lib/dma.py", cwd=root).stdout)
+    assert [(row["line"], row["code"]) for row in rows] == [(6, "PAL103")]
+
+
+def test_jax_pallas_tree_tpu_and_gpu_is_clean():
+    spec = importlib.util.find_spec("jax")
+    tree = Path(spec.origin).parent / "experimental" / "pallas"
+    r = cli("check", "--no-config", "--output-format", "json", str(tree))
+    assert r.returncode == 0, r.stdout[:2000]
+    assert json.loads(r.stdout) == []
+    cov = json.loads(cli("coverage", "--no-config", "--output-format", "json",
+                         str(tree / "ops" / "tpu")).stdout)
+    assert cov["totals"]["dma_sites"] >= 6
+    assert cov["totals"]["dma_known"] == cov["totals"]["dma_sites"]
+    assert cov["totals"]["bound"] == cov["totals"]["launches"] >= 16
