@@ -3,11 +3,13 @@ decoding, configuration and the engine."""
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from pallas_lsp.config import ProjectConfig, load_project_config
 from pallas_lsp.engine import analyze
+from pallas_lsp.engine.analyze import MAX_BYTES
 from pallas_lsp.engine.model import Analysis, Finding
 from pallas_lsp.engine.project import Project
 
@@ -20,35 +22,127 @@ class Problem:
     """A file that could not be checked."""
 
     path: Path
-    kind: str  # missing | unreadable | decode | syntax
+    kind: str  # missing | unreadable | too-large | decode | syntax | internal
     message: str
     line: int = 1
 
 
 def discover(paths: list[Path]) -> tuple[list[Path], list[Problem]]:
-    files, problems = [], []
+    """The .py/.pyi files under `paths`, in a stable order. Only regular
+    files (symbolic links to them too) are taken; FIFOs, devices, sockets and
+    broken links become problems. The walk keeps its own stack, so a deep
+    tree cannot exhaust Python's recursion limit, and it does not follow
+    symbolic links to folders."""
+    files: list[Path] = []
+    problems: list[Problem] = []
     for p in paths:
-        if p.is_file():
+        try:
+            st = p.stat()
+        except OSError as exc:
+            if p.is_symlink():
+                problems.append(Problem(p, "unreadable", "broken symbolic link: skipped"))
+            elif isinstance(exc, FileNotFoundError):
+                problems.append(Problem(p, "missing", "no such file or directory"))
+            else:
+                problems.append(Problem(p, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            continue
+        if stat.S_ISREG(st.st_mode):
             files.append(p)
-        elif p.is_dir():
-            for root, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
-                files.extend(Path(root) / n for n in sorted(names) if n.endswith((".py", ".pyi")))
+        elif stat.S_ISDIR(st.st_mode):
+            _walk(p, files, problems)
         else:
-            problems.append(Problem(p, "missing", "no such file or directory"))
+            problems.append(_special(p, st.st_mode))
     return files, problems
 
 
+def _walk(top: Path, files: list[Path], problems: list[Problem]) -> None:
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(Problem(folder, "unreadable",
+                                    f"cannot read this folder: {exc.strerror or exc}"))
+            continue
+        subdirs = []
+        for entry in entries:
+            path = folder / entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in _SKIP_DIRS and not entry.name.endswith(".egg-info"):
+                        subdirs.append(path)
+                    continue
+                if not entry.name.endswith((".py", ".pyi")):
+                    continue
+                mode = entry.stat().st_mode  # follows a link: its target is what is read
+            except OSError as exc:
+                problems.append(Problem(path, "unreadable", "broken symbolic link: skipped"
+                                        if entry.is_symlink() else
+                                        f"cannot read: {exc.strerror or exc}"))
+                continue
+            if stat.S_ISREG(mode):
+                files.append(path)
+            elif not stat.S_ISDIR(mode):  # a link to a folder is not followed
+                problems.append(_special(path, mode))
+        stack.extend(reversed(subdirs))  # depth first, in name order, as os.walk did
+
+
+def _special(path: Path, mode: int) -> Problem:
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a special file")
+    return Problem(path, "unreadable", f"not a regular file ({kind}): skipped")
+
+
+# The engine analyses at most MAX_BYTES code points; reading stops a little
+# beyond what could still decode to that many (UTF-8 needs at most 4 bytes each).
+_READ_LIMIT = 4 * MAX_BYTES + 4
+
+
 def read_source(path: Path) -> tuple[str | None, Problem | None]:
+    """The text of a regular file of at most MAX_BYTES code points. Opened
+    without blocking (a FIFO that nobody writes must not hang the check) and
+    checked on the open descriptor, then read up to a limit (a link to
+    /dev/zero must not fill the memory)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, flags)
     except OSError as exc:
         return None, Problem(path, "unreadable", f"cannot read: {exc.strerror or exc}")
     try:
-        return data.decode("utf-8-sig"), None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, _special(path, st.st_mode)
+        chunks, size = [], 0
+        while size <= _READ_LIMIT:
+            chunk = os.read(fd, min(1 << 20, _READ_LIMIT + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        return None, Problem(path, "unreadable", f"cannot read: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    if size > _READ_LIMIT:
+        return None, _too_large(path, f"more than {_READ_LIMIT:,} bytes")
+    data = b"".join(chunks)
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         return None, Problem(path, "decode", f"not valid UTF-8 (byte {exc.start}): skipped", line)
+    if len(text) > MAX_BYTES:
+        return None, _too_large(path, f"{len(text):,} characters")
+    return text, None
+
+
+def _too_large(path: Path, size: str) -> Problem:
+    return Problem(path, "too-large", f"file too large to check ({size}; pallas-lsp analyses "
+                   f"at most {MAX_BYTES:,} characters): skipped")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 from pallas_lsp import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_INTERNAL = 3  # `check`: pallas-lsp itself failed (a bug to report), never "findings"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +88,13 @@ def _check(args) -> int:
     except ConfigError as exc:
         print(f"pallas-lsp: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:  # MemoryError, RecursionError and bugs alike
+        import traceback
+
+        traceback.print_exc()
+        print(f"pallas-lsp: internal error ({type(exc).__name__}: {exc}); please report it",
+              file=sys.stderr)
+        return EXIT_INTERNAL
     missing = [p for p in problems if p.kind == "missing"]
     if missing and len(missing) == len(args.paths):
         for p in missing:
@@ -113,6 +121,8 @@ def _check(args) -> int:
         sys.stdout.flush()
         if n:
             print(f"Found {n} problem{'s' if n != 1 else ''}.", file=sys.stderr)
+    if any(p.kind == "internal" for p in problems):
+        return EXIT_INTERNAL  # the other files were checked, but not all of them
     return EXIT_FINDINGS if rows and not args.exit_zero else EXIT_CLEAN
 
 

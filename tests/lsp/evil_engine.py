@@ -31,6 +31,8 @@ def analyze(source: str, path: str | None = None):
     if "PRINT_TO_STDOUT" in source:  # must not corrupt the protocol stream
         print("junk from print()", flush=True)
         os.write(1, b"junk written to fd 1\n")
+    if "MEMORY_HOG" in source:  # only the part of the file before the marker fits
+        raise MemoryError()
     if "RAISE_IN_ENGINE" in source:
         raise RuntimeError("the engine raised")
     return analysis

@@ -65,10 +65,13 @@ async def test_spans_outside_the_text_are_clamped():
         await alive(s)
 
 
-async def test_engine_exception_gives_no_diagnostics_not_a_crash():
+async def test_engine_exception_is_one_diagnostic_on_line_1_not_a_crash():
     async with start_session("emacs", init_options=ZERO, **EVIL) as s:
         s.open(URI, kernel_text("dma_bugs.py") + "\n# RAISE_IN_ENGINE\n")
-        assert await s.diagnostics(URI) == []
+        (d,) = await s.diagnostics(URI)
+        assert d.range.start.line == 0 and "could not analyse" in d.message
+        assert "RuntimeError: the engine raised" in d.message
+        assert [m for m in s.client.log_messages if "could not analyse" in m.message]
         await alive(s)
 
 

@@ -3,10 +3,17 @@
 `get(snapshot)` returns the Analysis of exactly that text: a cached one when
 the version and text match, otherwise it is computed on the analysis worker
 thread (concurrent callers for the same version share one computation).
+
+Only the newest version of a document is worth analysing: a request for a
+newer version replaces the waiting one of the same document, and a job whose
+version is no longer the document's is dropped before it starts. The callers
+of a dropped job get `Superseded` (the server turns it into ContentModified
+or, for a publish, into nothing: the newer version has its own).
 """
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 import os
@@ -15,8 +22,10 @@ from typing import Callable
 
 from pallas_lsp.engine import analyze as engine_analyze
 from pallas_lsp.engine.model import Analysis
+from pallas_lsp.lsp import limits
 from pallas_lsp.lsp.documents import Snapshot
-from pallas_lsp.lsp.worker import Worker
+from pallas_lsp.lsp.limits import Notice
+from pallas_lsp.lsp.worker import Superseded, Worker
 
 log = logging.getLogger(__name__)
 
@@ -46,27 +55,61 @@ class AnalysisService:
         self._worker = Worker("pallas-analysis")
         self._cache: dict[str, tuple[int | None, str, Analysis]] = {}
         self._inflight: dict[tuple[str, int | None], tuple[str, asyncio.Future]] = {}
+        self._notices: dict[str, tuple[int | None, str, tuple[Notice, ...]]] = {}
+        self.is_current: Callable[[Snapshot], bool] = lambda snap: True  # set by the server
         try:
             self._delay = float(os.environ.get(DELAY_ENV, "0")) / 1000.0
         except ValueError:
             self._delay = 0.0
         self.runs = 0  # number of analyses computed (for tests and benchmarks)
 
-    def _run(self, text: str, path: str | None) -> Analysis:
-        if self._delay:
-            time.sleep(self._delay)
-        self.runs += 1
+    def _engine(self, text: str, path: str | None) -> Analysis:
         try:
             if self.analyzer is engine_analyze and self.resolver is not None:
                 return self.analyzer(text, path, resolver=self.resolver)
             return self.analyzer(text, path)
-        except Exception:  # the engine promises not to raise; never trust it
+        except Exception as exc:  # the engine promises not to raise; never trust it
             log.exception("analysis of %s failed", path)
-            return Analysis(path=path)
+            return Analysis(path=path, internal_error=f"{type(exc).__name__}: {exc}")
+
+    def _run(self, text: str, path: str | None) -> tuple[Analysis, tuple[Notice, ...]]:
+        """Analyse what can be analysed of `text`, and say what could not."""
+        if self._delay:
+            time.sleep(self._delay)
+        self.runs += 1
+        name = os.path.basename(path) if path else "this file"
+        notices: list[Notice] = []
+        text, bad, line = limits.clean_surrogates(text)
+        if bad:
+            notices.append(limits.surrogate_notice(name, bad, line))
+        length = len(text)
+        if length > limits.MAX_BYTES:
+            text, lines = limits.cut(text, limits.MAX_BYTES)
+            notices.append(limits.cut_notice(name, length, lines, limits.too_large(length)))
+        analysis = self._engine(text, path)
+        error = analysis.internal_error or ""
+        if error.startswith("MemoryError") and len(text) > 1:
+            del analysis
+            gc.collect()
+            text, lines = limits.cut(text, len(text) // 2)
+            analysis = self._engine(text, path)
+            if not analysis.internal_error:
+                notices.append(limits.cut_notice(name, length, lines,
+                                                 "the whole file did not fit in memory"))
+        if analysis.internal_error:
+            notices.append(limits.internal_notice(name, analysis.internal_error))
+        return analysis, tuple(notices)
 
     def invalidate(self) -> None:
         """Forget cached results (an import was resolved: results may change)."""
         self._cache.clear()
+
+    def notices(self, snap: Snapshot) -> tuple[Notice, ...]:
+        """What could not be analysed in the analysis of `snap`."""
+        hit = self._notices.get(snap.uri)
+        if hit is not None and hit[0] == snap.version and hit[1] == snap.text:
+            return hit[2]
+        return ()
 
     def cached(self, snap: Snapshot) -> Analysis | None:
         hit = self._cache.get(snap.uri)
@@ -81,12 +124,15 @@ class AnalysisService:
         key = (snap.uri, snap.version)
         running = self._inflight.get(key)
         if running is None or running[0] != snap.text:
-            fut = asyncio.wrap_future(self._worker.submit(self._run, snap.text, snap.path))
+            job = self._worker.submit(self._run, snap.text, snap.path, key=snap.uri,
+                                      stale=lambda: not self.is_current(snap))
+            fut = asyncio.wrap_future(job)
             running = (snap.text, fut)
             self._inflight[key] = running
             fut.add_done_callback(lambda f, key=key, snap=snap: self._finished(key, snap, f))
         # shield: one cancelled caller must not cancel the others' result
-        return await asyncio.shield(running[1])
+        analysis, _ = await asyncio.shield(running[1])
+        return analysis
 
     def _finished(self, key, snap: Snapshot, fut: asyncio.Future) -> None:
         if self._inflight.get(key, (None, None))[1] is fut:
@@ -96,7 +142,14 @@ class AnalysisService:
         old = self._cache.get(snap.uri)
         # keep the newest version only (a late result for an older one is dropped)
         if old is None or old[0] is None or snap.version is None or snap.version >= old[0]:
-            self._cache[snap.uri] = (snap.version, snap.text, fut.result())
+            analysis, notices = fut.result()
+            self._cache[snap.uri] = (snap.version, snap.text, analysis)
+            self._notices[snap.uri] = (snap.version, snap.text, notices)
+
+    @property
+    def superseded(self) -> int:
+        """Analyses dropped because a newer version came first."""
+        return self._worker.superseded
 
     def background(self, fn) -> None:
         """Run `fn` on the analysis thread, between analyses (cache warming)."""
@@ -104,3 +157,7 @@ class AnalysisService:
 
     def forget(self, uri: str) -> None:
         self._cache.pop(uri, None)
+        self._notices.pop(uri, None)
+
+
+__all__ = ["AnalysisService", "Superseded"]

@@ -87,12 +87,17 @@ class DocumentStore:
         return doc
 
     def change(self, params: types.DidChangeTextDocumentParams, encoding: str) -> Document | None:
+        """Apply all changes of one notification, or none of them."""
         with self._lock:
             doc = self._docs.get(params.text_document.uri)
             if doc is None:
                 return None
+            work = Document(doc.uri, doc.text, doc.version, doc.language_id, doc._index)
             for change in params.content_changes:
-                doc.apply(change, encoding)
+                if not isinstance(change.text, str):
+                    raise ValueError("a change without text")
+                work.apply(change, encoding)
+            doc.text, doc._index = work.text, work._index
             doc.version = params.text_document.version
             return doc
 
@@ -112,3 +117,53 @@ class DocumentStore:
             if doc.path == path:
                 return doc.text
         return None
+
+
+_MAX_UINT = 2**31 - 1  # LSP's uinteger
+
+
+def change_problem(method: str | None, params) -> str | None:
+    """Why the raw params of didOpen / didChange cannot be applied (None:
+    they can). Checked on the JSON before pygls' converter, which turns a
+    null text into the string "None"."""
+    if not isinstance(params, dict) or not isinstance(params.get("textDocument"), dict):
+        return "`textDocument` is missing"
+    td = params["textDocument"]
+    if not isinstance(td.get("uri"), str):
+        return "`textDocument.uri` must be a string"
+    if method == types.TEXT_DOCUMENT_DID_OPEN:
+        return None if isinstance(td.get("text"), str) else "`textDocument.text` must be a string"
+    changes = params.get("contentChanges")
+    if not isinstance(changes, list):
+        return "`contentChanges` must be a list"
+    for i, change in enumerate(changes):
+        where = f"contentChanges[{i}]"
+        if not isinstance(change, dict):
+            return f"{where} must be an object"
+        if not isinstance(change.get("text"), str):
+            return f"{where}.text must be a string, got {_kind(change.get('text'))}"
+        if change.get("range", None) is None:
+            change.pop("range", None)  # a null range: the whole text, as some clients send it
+            continue
+        rng = change["range"]
+        if not isinstance(rng, dict):
+            return f"{where}.range must be an object"
+        for end in ("start", "end"):
+            pos = rng.get(end)
+            if not isinstance(pos, dict):
+                return f"{where}.range.{end} must be a position"
+            for part in ("line", "character"):
+                value = pos.get(part)
+                if isinstance(value, bool) or not isinstance(value, int) \
+                        or not 0 <= value <= _MAX_UINT:
+                    return (f"{where}.range.{end}.{part} must be an integer from 0 to "
+                            f"{_MAX_UINT}, got {_kind(value)}")
+    return None
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (bool, int, float)):
+        return repr(value)
+    return type(value).__name__

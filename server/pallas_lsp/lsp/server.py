@@ -13,23 +13,25 @@ import gc
 import logging
 import os
 import sys
+import threading
 import uuid
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.io_ import StdoutWriter
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.protocol.json_rpc import JsonRPCNotification
+from pygls.protocol.json_rpc import JsonRPCNotification, RPCNotification, RPCRequest
 
 from pallas_lsp import __version__
 from pallas_lsp.engine.model import Analysis, Api, Unknown
-from pallas_lsp.lsp import code_lens, convert, hover as hover_mod, inlay, noqa_edit, \
-    settings as settings_mod
-from pallas_lsp.lsp.analyses import AnalysisService
+from pallas_lsp.lsp import code_lens, convert, framing, hover as hover_mod, inlay, limits, \
+    noqa_edit, settings as settings_mod
+from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
-from pallas_lsp.lsp.documents import DocumentStore, Snapshot
+from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem
 from pallas_lsp.lsp.imports import BackgroundResolver
 from pallas_lsp.lsp.jedi_docs import JediDocs
 from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
@@ -46,14 +48,89 @@ _IGNORED = "$/pallas-lsp/ignoredMessage"
 
 
 class PallasProtocol(LanguageServerProtocol):
-    """pygls' protocol with three changes: our own document store (LSP line
-    semantics), the position encoding we choose (UTF-8 when offered), and an
+    """pygls' protocol with these changes: our own document store (LSP line
+    semantics), the position encoding we choose (UTF-8 when offered), an
     error response instead of silence for a request whose params do not
-    parse."""
+    parse, text changes checked before they are applied, the lifecycle rules
+    of the specification (nothing before `initialize`, no requests after
+    `shutdown`), and no Future kept per notification."""
 
     _server: "PallasLanguageServer"
+    _initialize_seen = False
+
+    def handle_message(self, message):
+        if getattr(message, "jsonrpc", None) == "2.0":
+            method = getattr(message, "method", None)
+            request = isinstance(message, RPCRequest)
+            if not self._initialize_seen:
+                if request and method == types.INITIALIZE:
+                    self._initialize_seen = True
+                elif request:
+                    self._refuse(message.id, types.ErrorCodes.ServerNotInitialized,
+                                 f"the server is not initialized: send `initialize` before "
+                                 f"{method}")
+                    return
+                elif isinstance(message, RPCNotification) and method != types.EXIT:
+                    log.info("dropping %s: it came before initialize", method)
+                    return
+            elif request and method == types.INITIALIZE:
+                self._refuse(message.id, types.ErrorCodes.InvalidRequest,
+                             "initialize was already received")
+                return
+            if request and self._shutdown:
+                self._refuse(message.id, types.ErrorCodes.InvalidRequest,
+                             f"the server is shut down: {method} is refused (only `exit` is "
+                             "accepted after `shutdown`)")
+                return
+            if request and method == types.SHUTDOWN:
+                self._shutdown_id = message.id
+            elif method == types.EXIT and not self._shutdown:
+                # a client that sends `exit` right behind `shutdown` means a clean
+                # exit: wait for the shutdown handler (it stops the runs) to end
+                pending = self._request_futures.get(getattr(self, "_shutdown_id", None))
+                if pending is not None and not pending.done():
+                    loop = asyncio.get_running_loop()
+                    pending.add_done_callback(
+                        lambda _f: loop.call_soon(super(PallasProtocol, self).handle_message,
+                                                  message))
+                    return
+        super().handle_message(message)
+
+    def _refuse(self, msg_id, code: int, message: str) -> None:
+        self._send_response(msg_id, error=types.ResponseError(code=code,
+                                                              message=f"pallas-lsp: {message}"))
+
+    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
+        # pygls 2.1.1 puts a Future into _request_futures for every coroutine,
+        # thread or generator handler, but only a client request's is removed
+        # (by _send_handler_result). Notifications and the inner steps of
+        # generator handlers (every didChange) stayed forever: ~1.9 KB each.
+        def done(future, msg_id=msg_id, callback=callback):
+            if self._request_futures.get(msg_id) is future:
+                del self._request_futures[msg_id]
+            callback(future)
+
+        super()._execute_handler(msg_id, handler, done, args, kwargs)
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args):
+        # as pygls', but over a copy: a cancelled Future now removes itself
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
 
     def structure_message(self, data: dict[str, Any]):
+        if isinstance(data, dict) and "id" not in data \
+                and data.get("method") in (types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_OPEN):
+            problem = change_problem(data.get("method"), data.get("params"))
+            if problem is not None:  # the change is refused, the last good text stays
+                self._server.refuse_change(data.get("params"), problem)
+                return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
         try:
             return super().structure_message(data)
         except (JsonRpcInvalidParams, JsonRpcInternalError) as exc:
@@ -128,6 +205,9 @@ class PallasLanguageServer(LanguageServer):
         self.initialized = False
         self.first_result = asyncio.Event()  # set when the first diagnostics go out
         self.runs = RunManager(self)  # runs from the editor and their diagnostics
+        self.analyses.is_current = self.is_current
+        self._told: set[tuple[str, str]] = set()  # (uri, notice kind) already logged
+        self._protocol_errors = 0
 
     # ------------------------------------------------------------ errors
 
@@ -139,6 +219,77 @@ class PallasLanguageServer(LanguageServer):
                 type=types.MessageType.Error, message=f"pallas-lsp: {error}"))
         except Exception:
             pass
+
+    # ------------------------------------------------------------ transport
+
+    MAX_PROTOCOL_LOGS = 20  # window/logMessage about broken messages, per session
+
+    def _start_io_async(self, stdin=None, stdout=None) -> None:
+        """pygls' stdio loop, with our reader (lsp/framing.py)."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        source = framing.ChunkSource(stdin or sys.stdin.buffer)
+        try:
+            asyncio.run(self._serve(source.read))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; stopping")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """pygls' TCP server, with our reader."""
+        self._stop_event = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await self._serve(lambda: reader.read(framing.CHUNK))
+            self.shutdown()
+
+        async def main():
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            pass
+
+    async def _serve(self, read) -> None:
+        reader = framing.MessageReader(read, self.protocol_problem)
+        assert self._stop_event is not None
+        await framing.serve(reader, self.protocol, self._stop_event, self.protocol_problem)
+
+    def protocol_problem(self, message: str, msg_id, code: int) -> None:
+        """A message that could not be read: answer it when its id is known,
+        and tell the client's log (a bounded number of times)."""
+        if msg_id is not None:
+            self.protocol._send_response(msg_id, error=types.ResponseError(
+                code=code, message=f"pallas-lsp: {message}"))
+        self._protocol_errors += 1
+        if self._protocol_errors > self.MAX_PROTOCOL_LOGS:
+            return
+        if self._protocol_errors == self.MAX_PROTOCOL_LOGS:
+            message += " (further protocol errors go to the server's log only)"
+        self.log_to_client(types.MessageType.Error, f"pallas-lsp: {message}")
+
+    def log_to_client(self, kind: types.MessageType, message: str) -> None:
+        try:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+        except Exception as exc:
+            log.info("window/logMessage failed: %s", exc)
+
+    def refuse_change(self, params: Any, problem: str) -> None:
+        uri = params.get("textDocument", {}).get("uri") if isinstance(params, dict) else None
+        if not isinstance(uri, str):
+            uri = "?"
+        doc = self.documents.get(uri)
+        kept = f"; the server keeps version {doc.version}" if doc is not None else ""
+        message = f"pallas-lsp: refused a change to {uri}: {problem}{kept}"
+        log.error("%s", message)
+        self.log_to_client(types.MessageType.Error, message)
 
     # ------------------------------------------------------------ settings
 
@@ -193,7 +344,7 @@ class PallasLanguageServer(LanguageServer):
     def preparse(self, uri: str) -> None:
         snap = self.snapshot(uri)
         if snap is not None:
-            self.jedi.preparse(snap.text, snap.path)
+            self.jedi.preparse(limits.clean_surrogates(snap.text)[0], snap.path)
 
     async def warm_up_later(self) -> None:
         """Warm jedi and the catalog's source links after the first
@@ -246,10 +397,15 @@ class PallasLanguageServer(LanguageServer):
         return doc.snapshot() if doc is not None else None
 
     async def analysis_for(self, uri: str) -> tuple[Snapshot, Analysis] | None:
+        """The current version and its analysis; ContentModified when a newer
+        version arrives before this one was analysed."""
         snap = self.snapshot(uri)
         if snap is None:
             return None
-        return snap, await self.analyses.get(snap)
+        try:
+            return snap, await self.analyses.get(snap)
+        except Superseded:
+            raise JsonRpcContentModified("the document changed before it was analysed") from None
 
     def is_current(self, snap: Snapshot) -> bool:
         doc = self.documents.get(snap.uri)
@@ -259,10 +415,29 @@ class PallasLanguageServer(LanguageServer):
         return select(analysis.findings, self.settings, self.projects.for_path(snap.path), snap.path)
 
     def diagnostics(self, snap: Snapshot, analysis: Analysis) -> list[types.Diagnostic]:
-        """The engine's diagnostics and the last run's (source "pallas-lsp run")."""
-        return [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
-                for s in self.selected(snap, analysis)] \
+        """The engine's diagnostics, what could not be analysed (on line 1) and
+        the last run's (source "pallas-lsp run")."""
+        notes = []
+        for notice in self.analyses.notices(snap):
+            self.tell_once(snap.uri, notice)
+            if notice.severity != "log":
+                notes.append(types.Diagnostic(
+                    range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+                    message=notice.message, source=convert.SOURCE,
+                    severity=convert.LEVELS.get(notice.severity)))
+        return notes + [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
+                        for s in self.selected(snap, analysis)] \
             + self.runs.merged_for(snap.uri, snap.index)
+
+    def tell_once(self, uri: str, notice: limits.Notice) -> None:
+        if (uri, notice.kind) in self._told:
+            return
+        self._told.add((uri, notice.kind))
+        kind = types.MessageType.Warning if notice.severity != "warning" \
+            else types.MessageType.Error
+        message = notice.message
+        self.log_to_client(kind, message if message.startswith("pallas-lsp") else
+                           f"pallas-lsp: {message}")
 
     def schedule_diagnostics(self, uri: str, delay_s: float | None = None) -> None:
         if self.feats.pull_diagnostics:
@@ -272,7 +447,10 @@ class PallasLanguageServer(LanguageServer):
         self.debouncer.schedule(uri, delay_s, lambda: self.publish(uri))
 
     async def publish(self, uri: str) -> None:
-        got = await self.analysis_for(uri)
+        try:
+            got = await self.analysis_for(uri)
+        except JsonRpcContentModified:
+            return  # a newer version replaced this one and has its own publish
         if got is None:
             return
         snap, analysis = got
@@ -408,8 +586,14 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     async def diagnostic(ls: PallasLanguageServer, params: types.DocumentDiagnosticParams):
         await _admit()
         uri = params.text_document.uri
-        for _ in range(3):  # the document may change while the engine runs
-            got = await ls.analysis_for(uri)
+        got = None
+        for attempt in range(3):  # the document may change while the engine runs
+            try:
+                got = await ls.analysis_for(uri)
+            except JsonRpcContentModified:
+                if attempt == 2:
+                    raise
+                continue
             if got is None:
                 return types.RelatedFullDocumentDiagnosticReport(items=[])
             snap, analysis = got
@@ -477,7 +661,8 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             # Only Pallas APIs: other names are the Python language server's job
             # (Pylance, jedi-language-server), and jedi is slow on big files.
             if settings.hover_jedi and api_name is not None:
-                doc = await ls.jedi.lookup(snap.text, snap.path, pos.line, word.span.end_col,
+                text, _, _ = limits.clean_surrogates(snap.text)
+                doc = await ls.jedi.lookup(text, snap.path, pos.line, word.span.end_col,
                                            settings.jedi_timeout_ms / 1000.0)
             api_name = hover_mod.api_name_from_jedi(doc) or api_name
             if api_name:
@@ -604,7 +789,8 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         if doc is None:
             return None
         return {"uri": doc.uri, "version": doc.version, "text": doc.text,
-                "analyses": ls.analyses.runs}
+                "analyses": ls.analyses.runs, "superseded": ls.analyses.superseded,
+                "pending_futures": len(ls.protocol._request_futures)}
 
     return server
 
