@@ -180,7 +180,7 @@ async def replay(h: Harness, start_text: str, ops) -> None:
     assert s.client._server.returncode is None, "server died"
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+@settings(max_examples=90, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(plan=session_plan)

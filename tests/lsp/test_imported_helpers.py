@@ -1,5 +1,6 @@
-"""A helper imported from another file: the server resolves it in the
-background and then reports the bad argument at the call site."""
+"""Helpers in other files: the server reads them in the background (never on
+the edit path) and reports the bad argument in the helper (when open) and at
+the call site; editing one file re-checks the open files that use it."""
 import asyncio
 import textwrap
 
@@ -8,7 +9,6 @@ from lsprotocol import types
 
 from lsp_harness import start_session, wait_for
 
-pytest.importorskip("jedi")
 
 HELPER = '''
 from jax.experimental.pallas import tpu as pltpu
@@ -58,6 +58,72 @@ async def test_imported_helper_is_checked_at_the_call_site(tmp_path):
         (d,) = await wait_for(reported, timeout=30)
         line = MAIN.split("\n").index("    copy_in(x_hbm, o_hbm, sems)")
         assert d.range.start.line == line
-        (rel,) = d.related_information
+        rel = d.related_information[0]  # the argument in the helper (then its .start())
         assert rel.location.uri == (tmp_path / "helpers.py").as_uri()
         assert rel.location.range.start.line == 5  # the make_async_copy line in helpers.py
+
+
+async def _until(s, uri, code, lines, timeout=30.0):
+    """Wait until the current diagnostics of `uri` (pulled or published)
+    have `code` exactly on `lines`; returns those diagnostics."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        if s.pull:
+            diags = await s.diagnostics(uri)
+        else:
+            published = s.client.published.get(uri, [])
+            diags = list(published[-1].diagnostics) if published else []
+        hits = [d for d in diags if d.code == code]
+        if sorted(d.range.start.line for d in hits) == lines:
+            return hits
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{code} on {[d.range.start.line for d in hits]}, not {lines}")
+        await asyncio.sleep(0.05)
+
+
+async def test_open_helper_gets_the_finding_from_an_open_caller(tmp_path):
+    helper = tmp_path / "helpers.py"
+    helper.write_text(textwrap.dedent(HELPER), encoding="utf-8")
+    main = tmp_path / "main.py"
+    main.write_text(MAIN, encoding="utf-8")
+    async with start_session("neovim", root=tmp_path,
+                             init_options={"diagnostics": {"debounceMs": 0}}) as s:
+        s.open(helper.as_uri(), textwrap.dedent(HELPER))
+        s.open(main.as_uri(), MAIN)
+        await _until(s, helper.as_uri(), "PAL103", [5])
+        # Fixing the call in the caller clears the helper's diagnostic too.
+        s.replace_all(main.as_uri(), MAIN.replace("copy_in(x_hbm, o_hbm, sems)",
+                                                  "copy_in(x_hbm, o_hbm, sems.at[0])"))
+        await _until(s, helper.as_uri(), "PAL103", [])
+
+
+async def test_open_helper_gets_findings_from_closed_callers(tmp_path):
+    helper = tmp_path / "helpers.py"
+    helper.write_text(textwrap.dedent(HELPER), encoding="utf-8")
+    (tmp_path / "main.py").write_text(MAIN, encoding="utf-8")
+    async with start_session("visual-studio-code", root=tmp_path,
+                             init_options={"diagnostics": {"debounceMs": 0}}) as s:
+        s.open(helper.as_uri(), textwrap.dedent(HELPER))
+        (d,) = await _until(s, helper.as_uri(), "PAL103", [5])
+        assert any(r.location.uri == (tmp_path / "main.py").as_uri()
+                   for r in d.related_information)
+
+
+async def test_editing_a_helper_rechecks_its_open_dependents(tmp_path):
+    helper = tmp_path / "helpers.py"
+    fixed = textwrap.dedent(HELPER)
+    helper.write_text(fixed, encoding="utf-8")
+    ok_main = MAIN.replace("copy_in(x_hbm, o_hbm, sems)", "copy_in(x_hbm, o_hbm, sems.at[0])")
+    main = tmp_path / "main.py"
+    main.write_text(ok_main, encoding="utf-8")
+    async with start_session("emacs", root=tmp_path,
+                             init_options={"diagnostics": {"debounceMs": 0}}) as s:
+        s.open(helper.as_uri(), fixed)
+        s.open(main.as_uri(), ok_main)
+        await asyncio.sleep(1.0)  # the helper is parsed in the background
+        await _until(s, main.as_uri(), "PAL101", [])
+        # The helper now reads the destination Ref: the caller's call is wrong.
+        s.replace_all(helper.as_uri(), fixed.replace("make_async_copy(src, dst, sem)",
+                                                     "make_async_copy(src, dst[...], sem)"))
+        line = ok_main.split("\n").index("    copy_in(x_hbm, o_hbm, sems.at[0])")
+        await _until(s, main.as_uri(), "PAL101", [line])

@@ -22,6 +22,14 @@ from typing import Callable, Iterable
 
 from pallas_lsp.engine.source import Source, parse
 
+# Top-level modules that are never the user's code (saves resolving them).
+LIBRARY_ROOTS = frozenset({
+    "jax", "jaxlib", "numpy", "np", "functools", "math", "typing", "dataclasses", "collections",
+    "itertools", "os", "sys", "enum", "abc", "re", "logging", "contextlib", "operator", "absl",
+    "flax", "optax", "torch", "scipy", "__future__", "json", "time", "pathlib", "string",
+    "inspect", "copy", "types", "warnings", "typing_extensions", "einops", "chex", "ml_dtypes",
+    "pytest", "unittest", "argparse", "subprocess", "threading", "random", "pickle", "io",
+    "collections.abc", "hashlib", "textwrap", "traceback", "weakref", "tensorflow", "transformers"})
 _LIBRARY_MARKERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules",
                        ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build",
@@ -30,9 +38,11 @@ MAX_FILE_BYTES = 5_000_000  # bigger files are generated code; not indexed
 MAX_INDEX_FILES = 20_000
 _SOURCE_CACHE_LIMIT = 2_000
 
-# `from .a.b import (x, y)` / `import a.b as c, d`; parenthesised lists may span lines.
-_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
+# `from .a.b import (x, y)` / `import a.b as c, d` (one line at a time).
+_FROM_LINE = re.compile(r"[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+([^#;]*)")
+_IMPORT_LINE = re.compile(r"[ \t]*import[ \t]+([^#;]+)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_DOTTED = re.compile(r"[\w.]+")
 
 
 def is_library(path: str) -> bool:
@@ -80,6 +90,8 @@ class Project:
         self._sources: dict[str, tuple[bytes, Source]] = {}
         self._isfile: dict[str, bool] = {}
         self._resolved: dict[tuple, str | None] = {}
+        self._real: dict[str, str] = {}
+        self._bases_of: dict[str | None, list[str]] = {}
         self._lock = threading.Lock()
         self.imports: dict[str, set[str]] = {}  # file -> files it imports (the index)
         self._importers: dict[str, set[str]] | None = None
@@ -121,6 +133,7 @@ class Project:
             self._sources.pop(path, None)
             self._isfile.clear()
             self._resolved.clear()
+            self._bases_of.clear()
 
     # ------------------------------------------------------------ resolution
 
@@ -145,14 +158,16 @@ class Project:
     def resolve(self, importing: str | None, module: str, level: int = 0) -> str | None:
         """The file of `module` as imported from `importing` (None when it is
         not the user's code or cannot be found)."""
-        here = os.path.dirname(os.path.realpath(importing)) if importing else None
+        if not level and module.split(".", 1)[0] in LIBRARY_ROOTS:
+            return None
+        here = os.path.dirname(self.realpath(importing)) if importing else None
         key = (here, module, level)
         with self._lock:
             if key in self._resolved:
                 return self._resolved[key]
         found = self._resolve(here, module, level)
         if found is not None:
-            found = os.path.realpath(found)
+            found = self.realpath(found)
             lib = _library_root(found)
             if lib is not None and not (here and (here + os.sep).startswith(lib)):
                 found = None  # an installed library, not the user's helper
@@ -177,7 +192,19 @@ class Project:
                 return found
         return None
 
+    def realpath(self, path: str) -> str:
+        hit = self._real.get(path)
+        if hit is None:
+            hit = self._real[path] = os.path.realpath(path)
+        return hit
+
     def _bases(self, here: str | None) -> list[str]:
+        hit = self._bases_of.get(here)
+        if hit is None:
+            hit = self._bases_of[here] = self._compute_bases(here)
+        return hit
+
+    def _compute_bases(self, here: str | None) -> list[str]:
         bases: list[str] = []
         if here:
             bases.append(here)
@@ -205,9 +232,35 @@ class Project:
         record what each imports. Cheap: a scan of import lines, no parse.
         Returns the number of files indexed."""
         files = list(iter_python_files(paths if paths is not None else self.roots))
+        workers = min(2, os.cpu_count() or 1)
+        if len(files) >= PARALLEL_INDEX_FILES and workers > 1:
+            try:
+                self._index_in_processes(files, workers)
+                if self._overlay is not None:  # open buffers differ from the disk
+                    for path in files:
+                        if self._overlay(path) is not None:
+                            self.update(path)
+                return len(files)
+            except Exception:  # no processes here (sandbox, limits): one core then
+                pass
         for path in files:
             self.update(path)
         return len(files)
+
+    def _index_in_processes(self, files: list[str], workers: int) -> None:
+        """Big trees: scan on every core (the scan is pure Python, so threads
+        would share one). Processes are spawned, never forked: the server
+        has threads."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        chunks = [files[i::workers * 4] for i in range(workers * 4)]
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for part in pool.map(_scan_chunk, [(self.roots, c) for c in chunks]):
+                with self._lock:
+                    self.imports.update(part)
+                    self._importers = None
 
     def update(self, path: str, text: str | None = None) -> None:
         """(Re-)index one file, e.g. after an edit or a save."""
@@ -226,27 +279,43 @@ class Project:
 
     def scan_imports(self, path: str, text: str) -> Iterable[str]:
         """Files of the user's code that `text` imports (over-approximated:
-        an import inside a function counts too)."""
+        an import inside a function counts too). Only lines that mention
+        `import` are looked at; no parse."""
         if "import" not in text:
             return
-        for m in _FROM.finditer(text):
-            dots, module, names = m.group(1), m.group(2), m.group(3)
-            target = self.resolve(path, module, len(dots))
-            if target is None:
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if "import" not in line:
                 continue
-            yield target
-            for name in re.findall(r"[A-Za-z_]\w*", names.split(" as ")[0] if "(" not in names
-                                   else names):
-                sub = self.submodule(target, name)
-                if sub is not None:
-                    yield os.path.realpath(sub)
-        for m in _IMPORT.finditer(text):
-            for part in m.group(1).split(","):
-                name = part.strip().split(" as ")[0].strip()
-                if name and re.fullmatch(r"[\w.]+", name):
-                    target = self.resolve(path, name, 0)
-                    if target is not None:
-                        yield target
+            m = _FROM_LINE.match(line)
+            if m is not None:
+                dots, module, names = m.group(1), m.group(2), m.group(3)
+                if not dots and module.split(".", 1)[0] in LIBRARY_ROOTS:
+                    continue
+                if "(" in names and ")" not in names:  # a parenthesised list over lines
+                    j = i + 1
+                    while j < len(lines) and j < i + 200 and ")" not in lines[j - 1]:
+                        names += " " + lines[j]
+                        j += 1
+                target = self.resolve(path, module, len(dots))
+                if target is None:
+                    continue
+                yield target
+                for name in _NAME.findall(names.split("#")[0]):
+                    if name == "as":
+                        continue
+                    sub = self.submodule(target, name)
+                    if sub is not None:
+                        yield self.realpath(sub)
+                continue
+            m = _IMPORT_LINE.match(line)
+            if m is not None:
+                for part in m.group(1).split(","):
+                    name = part.strip().split(" as ")[0].strip()
+                    if name and _DOTTED.fullmatch(name):
+                        target = self.resolve(path, name, 0)
+                        if target is not None:
+                            yield target
 
     def importers(self, path: str, limit: int = 32) -> list[str]:
         """Files that import `path`, directly or through other modules,
@@ -271,6 +340,20 @@ class Project:
                         nxt.append(q)
             frontier = nxt
         return order[:limit]
+
+
+PARALLEL_INDEX_FILES = 600  # fewer files are scanned faster than processes start
+
+
+def _scan_chunk(job: tuple[list[str], list[str]]) -> dict[str, set[str]]:
+    roots, paths = job
+    project = Project(roots)
+    out = {}
+    for path in paths:
+        path = os.path.realpath(path)
+        text = project.text(path)
+        out[path] = set(project.scan_imports(path, text)) if text is not None else set()
+    return out
 
 
 def iter_python_files(paths: Iterable[str]) -> Iterable[str]:

@@ -51,7 +51,7 @@ def analyzer_from_env() -> Analyzer:
 class AnalysisService:
     def __init__(self, analyzer: Analyzer | None = None):
         self.analyzer = analyzer or analyzer_from_env()
-        self.resolver = None  # engine.imports.Resolver for helpers in other files
+        self.workspace = None  # workspace.WorkspaceIndex: the project's other files
         self._worker = Worker("pallas-analysis")
         self._cache: dict[str, tuple[int | None, str, Analysis]] = {}
         self._inflight: dict[tuple[str, int | None], tuple[str, asyncio.Future]] = {}
@@ -65,8 +65,11 @@ class AnalysisService:
 
     def _engine(self, text: str, path: str | None) -> Analysis:
         try:
-            if self.analyzer is engine_analyze and self.resolver is not None:
-                return self.analyzer(text, path, resolver=self.resolver)
+            if self.analyzer is engine_analyze and self.workspace is not None:
+                # The edit path reads only files already parsed; the rest is
+                # parsed in the background (Analysis.missing) and re-checked.
+                return self.analyzer(text, path, project=self.workspace.project,
+                                     parse_missing=False)
             return self.analyzer(text, path)
         except Exception as exc:  # the engine promises not to raise; never trust it
             log.exception("analysis of %s failed", path)

@@ -25,14 +25,14 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, RPCNotification, RPCRequest
 
 from pallas_lsp import __version__
-from pallas_lsp.engine.model import Analysis, Api, Unknown
+from pallas_lsp.engine.model import Analysis, Api, Finding, Unknown
 from pallas_lsp.lsp import code_lens, convert, framing, hover as hover_mod, inlay, limits, \
     noqa_edit, settings as settings_mod
 from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
-from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem
-from pallas_lsp.lsp.imports import BackgroundResolver
+from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, to_fs_path
+from pallas_lsp.lsp.workspace import WorkspaceIndex
 from pallas_lsp.lsp.jedi_docs import JediDocs
 from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
 from pallas_lsp.lsp.selection import ProjectConfigs, Selected, select
@@ -193,8 +193,12 @@ class PallasLanguageServer(LanguageServer):
         self.documents = DocumentStore()
         self.analyses = AnalysisService(analyzer)
         self.debouncer = Debouncer()
-        self.imports = BackgroundResolver(self._imports_resolved, self.documents.text_for_path)
-        self.analyses.resolver = self.imports
+        # The other files of the workspace (helpers, launchers, callers).
+        self.project_index = WorkspaceIndex(self._open_text, self._workspace_changed,
+                                            self._is_open_path)
+        self.analyses.workspace = self.project_index
+        # uri -> (files its analysis read, findings it reached in them by path, files it missed)
+        self._cross: dict[str, tuple[set, dict, set]] = {}
         self.jedi = JediDocs()
         self.projects = ProjectConfigs(on_error=self.warn)
         self.settings: Settings = settings_mod.DEFAULT
@@ -305,7 +309,7 @@ class PallasLanguageServer(LanguageServer):
             self.warn(w)
         old, self.settings = self.settings, new
         self.jedi.configure(new.python_interpreter, self.root_path())
-        self.imports.configure(self.root_path(), new.python_interpreter)
+        self.project_index.configure(self.workspace_roots())
         if new != old:
             self.settings_generation += 1
             self.refresh(inlays=(old.inlay_enable, old.inlay_parameters, old.inlay_assignments)
@@ -358,16 +362,144 @@ class PallasLanguageServer(LanguageServer):
         if self.settings.hover_jedi:
             self.jedi.warm()
 
-    def _imports_resolved(self) -> None:
-        """Called on the resolver thread: re-analyse on the event loop."""
+    # ------------------------------------------------------------ other files
+
+    def workspace_roots(self) -> list[str]:
+        roots = []
+        try:
+            for folder in (self.workspace.folders or {}).values():
+                path = to_fs_path(folder.uri)
+                if path:
+                    roots.append(path)
+        except Exception:
+            pass
+        root = self.root_path()
+        if not roots and root:
+            roots.append(root)
+        return roots
+
+    def _open_text(self, path: str) -> str | None:
+        """Editor buffers take precedence over the disk for other files."""
+        real = os.path.realpath(path)
+        for uri in self.documents.uris():
+            doc = self.documents.get(uri)
+            if doc is not None and doc.path and os.path.realpath(doc.path) == real:
+                return doc.text
+        return None
+
+    def _is_open_path(self, path: str) -> bool:
+        return self._open_text(path) is not None
+
+    def _workspace_changed(self, paths: set) -> None:
+        """Called on the workspace thread: other files were parsed, indexed or
+        analysed; re-check on the event loop."""
         loop = getattr(self, "loop", None)
 
         def again():
-            self.analyses.invalidate()
-            self.refresh()
+            if paths:  # findings from closed callers changed for these files
+                for uri in self.documents.uris():
+                    doc = self.documents.get(uri)
+                    if doc is not None and doc.path and os.path.realpath(doc.path) in paths:
+                        self.analyses.forget(uri)
+                        self.schedule_diagnostics(uri, 0.0)
+            for uri in self.documents.uris():  # analyses that were missing a file
+                if self._cross.get(uri, (set(), {}, set()))[2]:
+                    self.analyses.forget(uri)
+                    self.schedule_diagnostics(uri, 0.0)
+            if self.feats.pull_diagnostics:
+                self.refresh()
 
         if loop is not None and loop.is_running():
             loop.call_soon_threadsafe(again)
+
+    def after_analysis(self, snap: Snapshot, analysis: Analysis) -> None:
+        """Record what this analysis read and reached in other files, ask for
+        what it missed, and re-publish the open files it reports into."""
+        if analysis.missing:
+            self.project_index.request_parse(analysis.missing)
+        old = self._cross.get(snap.uri)
+        self._cross[snap.uri] = (set(analysis.deps), dict(analysis.foreign), set(analysis.missing))
+        touched = set(analysis.foreign) | (set(old[1]) if old else set())
+        if old is not None:
+            touched = {p for p in touched if old[1].get(p) != analysis.foreign.get(p)}
+        for uri in self.documents.uris():
+            doc = self.documents.get(uri)
+            if uri != snap.uri and doc is not None and doc.path \
+                    and os.path.realpath(doc.path) in touched:
+                if self.feats.pull_diagnostics:
+                    self.refresh()  # the client pulls again
+                    break
+                self.schedule_diagnostics(uri, 0.0)
+
+    def _path_of(self, uri: str) -> str | None:
+        doc = self.documents.get(uri)
+        return doc.path if doc is not None else None
+
+    def schedule_dependents(self, uri: str) -> None:
+        """An edit of a helper re-checks the open files that use it (same
+        debounce as the file itself), and how its closed callers use it."""
+        delay = self.settings.debounce_ms / 1000.0
+
+        async def recheck():
+            for other in self.dependents(uri):
+                self.analyses.forget(other)
+                await self.publish(other)
+            doc = self.documents.get(uri)
+            if doc is not None and doc.path:
+                self.project_index.file_changed(doc.path, doc.text)
+
+        async def recheck_pulled():
+            for other in self.dependents(uri):
+                self.analyses.forget(other)
+            self.refresh()
+
+        self.debouncer.schedule(uri + "#dependents", delay,
+                                recheck_pulled if self.feats.pull_diagnostics else recheck)
+
+    async def settle_open_callers(self, uri: str, limit: int = 20) -> None:
+        """Pull clients ask for one file at a time: make sure the other open
+        files that may launch kernels reaching into this one have been
+        analysed at their current version, so their findings here are known."""
+        doc = self.documents.get(uri)
+        if doc is None or not doc.path:
+            return
+        real = os.path.realpath(doc.path)
+        importers = set(self.project_index.project.importers(real)) \
+            if self.project_index.indexed.is_set() else None
+        for other in self.documents.uris()[:limit]:
+            odoc = self.documents.get(other)
+            if other == uri or odoc is None or not odoc.path:
+                continue
+            if importers is not None and os.path.realpath(odoc.path) not in importers \
+                    and real not in self._cross.get(other, (set(),))[0]:
+                continue
+            snap = odoc.snapshot()
+            if self.analyses.cached(snap) is None or other not in self._cross:
+                try:
+                    analysis = await self.analyses.get(snap)
+                except Superseded:
+                    continue
+                if self.is_current(snap):
+                    self.after_analysis(snap, analysis)
+
+    def dependents(self, uri: str) -> list[str]:
+        """Open documents whose last analysis read this document's file."""
+        doc = self.documents.get(uri)
+        if doc is None or not doc.path:
+            return []
+        real = os.path.realpath(doc.path)
+        return [other for other, cross in self._cross.items()
+                if other != uri and real in cross[0] and self.documents.get(other) is not None]
+
+    def cross_file_findings(self, path: str | None, uri: str) -> list[Finding]:
+        """Findings in this file that kernels launched in other files reach:
+        from open documents' analyses and from closed callers."""
+        if not path:
+            return []
+        real = os.path.realpath(path)
+        out = [f for other, cross in self._cross.items() if other != uri
+               for f in cross[1].get(real, ())]
+        return out + self.project_index.from_callers(real)
 
     def _request_quietly(self, coro) -> None:
         async def run():
@@ -412,7 +544,15 @@ class PallasLanguageServer(LanguageServer):
         return doc is not None and doc.version == snap.version and doc.text == snap.text
 
     def selected(self, snap: Snapshot, analysis: Analysis) -> list[Selected]:
-        return select(analysis.findings, self.settings, self.projects.for_path(snap.path), snap.path)
+        findings = list(analysis.findings)
+        extra = self.cross_file_findings(snap.path, snap.uri)
+        if extra:
+            seen = {(f.code, f.span) for f in findings}
+            for f in extra:
+                if (f.code, f.span) not in seen:
+                    seen.add((f.code, f.span))
+                    findings.append(f)
+        return select(findings, self.settings, self.projects.for_path(snap.path), snap.path)
 
     def diagnostics(self, snap: Snapshot, analysis: Analysis) -> list[types.Diagnostic]:
         """The engine's diagnostics, what could not be analysed (on line 1) and
@@ -456,6 +596,7 @@ class PallasLanguageServer(LanguageServer):
         snap, analysis = got
         if not self.is_current(snap):
             return  # a newer version exists and has its own publish scheduled
+        self.after_analysis(snap, analysis)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, diagnostics=self.diagnostics(snap, analysis), version=snap.version))
         self.first_result.set()
@@ -534,14 +675,17 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     def did_open(ls: PallasLanguageServer, params: types.DidOpenTextDocumentParams):
         ls.runs.opened(params.text_document.uri)
         ls.schedule_diagnostics(params.text_document.uri, 0.0)
+        ls.project_index.refresh_callers(ls._path_of(params.text_document.uri))
         if ls.settings.hover_jedi and ls.initialized:
             # After the first diagnostics are out: jedi's parse competes for the GIL.
             asyncio.get_running_loop().call_later(0.5, ls.preparse, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: PallasLanguageServer, params: types.DidChangeTextDocumentParams):
-        ls.runs.clear_file(params.text_document.uri)  # an edit clears the file's run diagnostics
-        ls.schedule_diagnostics(params.text_document.uri)
+        uri = params.text_document.uri
+        ls.runs.clear_file(uri)  # an edit clears the file's run diagnostics
+        ls.schedule_diagnostics(uri)
+        ls.schedule_dependents(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: PallasLanguageServer, params: types.DidSaveTextDocumentParams):
@@ -553,12 +697,19 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         elif ls.documents.get(uri) is not None:
             ls.schedule_diagnostics(uri, 0.0)
             ls.runs.start_on_save(uri)  # only with runs.runOnSave (off by default)
+            ls.project_index.file_changed(ls._path_of(uri))
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: PallasLanguageServer, params: types.DidCloseTextDocumentParams):
         uri = params.text_document.uri
         ls.debouncer.cancel(uri)
         ls.analyses.forget(uri)
+        cross = ls._cross.pop(uri, None)
+        for other in ls.documents.uris():  # what it reported into other open files goes
+            doc = ls.documents.get(other)
+            if cross and cross[1] and doc is not None and doc.path \
+                    and os.path.realpath(doc.path) in cross[1]:
+                ls.schedule_diagnostics(other, 0.0)
         run_diags = ls.runs.closed(uri)  # run diagnostics stay until the next run
         if not ls.feats.pull_diagnostics or run_diags:
             ls.text_document_publish_diagnostics(
@@ -600,8 +751,11 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             if ls.is_current(snap):
                 break
         ls.first_result.set()
+        ls.after_analysis(snap, analysis)
+        await ls.settle_open_callers(uri)
+        cross = ls.cross_file_findings(snap.path, uri)
         result_id = (f"{snap.version}:{ls.settings_generation}:{ls.runs.generation}:"
-                     f"{len(snap.text)}:{hash(snap.text)}")
+                     f"{len(snap.text)}:{hash(snap.text)}:{hash(tuple(cross))}")
         if params.previous_result_id == result_id:
             return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
         return types.RelatedFullDocumentDiagnosticReport(
