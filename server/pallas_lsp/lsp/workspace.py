@@ -118,7 +118,11 @@ class WorkspaceIndex:
 
     def _update(self, project: Project, path: str, text: str | None) -> None:
         project.update(path, text)
-        self._callers(project, path)
+        real = os.path.realpath(path)
+        # Only a file something imports has callers to re-check.
+        if self.indexed.is_set() and (project.importers(real, limit=1)
+                                      or real in self._from_callers):
+            self._callers(project, path)
 
     def _callers(self, project: Project, path: str) -> None:
         """Analyse the closed files that import `path` (nearest first) and
