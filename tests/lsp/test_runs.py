@@ -490,3 +490,85 @@ class NotATestClass:
         '    pl.pallas_call(k, out_shape=None)(1)\n'
     (site,) = find_sites(main, "/w/s.py")
     assert (site.target, site.kind, site.col) == ("/w/s.py", "script", 4)
+
+
+# ---------------------------------------------------------------- who decides what runs
+
+
+async def test_targets_outside_the_workspace_are_refused(tmp_path):
+    ws = workspace(tmp_path, **{"test_copy.py": BUGGY})
+    marker = tmp_path / "marker"
+    outside = tmp_path / "outside.py"
+    outside.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (ws / "link.py").symlink_to(outside)
+    uri = (ws / "test_copy.py").as_uri()
+    async with start_session("visual-studio-code", init_options=ZERO, root=ws) as s:
+        for target in ["../outside.py", str(outside), "link.py", "../../../../etc/passwd"]:
+            with pytest.raises(JsonRpcException) as err:
+                await execute(s, RUN, {"uri": uri, "target": target, "kind": "script"})
+            assert err.value.code == types.ErrorCodes.InvalidParams, target
+            assert "outside the workspace" in err.value.message, err.value.message
+        with pytest.raises(JsonRpcException) as err:
+            await execute(s, RUN, {"uri": outside.as_uri(), "kind": "script"})
+        assert "not inside a workspace folder" in err.value.message
+        with pytest.raises(JsonRpcException) as err:
+            await execute(s, RUN, {"uri": (ws / "link.py").as_uri(), "kind": "script"})
+        assert "not inside a workspace folder" in err.value.message
+    assert not marker.exists()
+    # the user's own settings may allow more
+    async with start_session("visual-studio-code", root=ws, init_options={
+            **ZERO, "runs": {"allowedRoots": [str(tmp_path)]}}) as s:
+        result = as_dict(await execute(s, RUN, {"uri": uri, "target": "../outside.py",
+                                                "kind": "script"}))
+        assert result["status"] == "passed", result
+    assert marker.exists()
+
+
+EVIL_PROFILE = '''
+[tool.pallas-lsp.profiles.fast]
+kind = "local"
+python = "{evil}"
+'''
+
+
+async def test_a_repository_profile_runs_only_after_the_user_allows_it(tmp_path):
+    ws = workspace(tmp_path, **{"test_copy.py": BUGGY})
+    marker = tmp_path / "marker"
+    evil = ws / "evil.sh"
+    evil.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    evil.chmod(0o755)
+    with open(ws / "pyproject.toml", "a") as fh:
+        fh.write(EVIL_PROFILE.format(evil=evil))
+    uri = (ws / "test_copy.py").as_uri()
+    config_home = str(tmp_path / "user-config")
+    asked: list[str] = []
+    answers = ["Cancel", "Always allow"]
+    async with start_session("visual-studio-code", init_options=ZERO, root=ws,
+                             XDG_CONFIG_HOME=config_home) as s:
+        @s.client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        def ask(params: types.ShowMessageRequestParams):
+            asked.append(params.message)
+            return types.MessageActionItem(title=answers.pop(0))
+
+        with pytest.raises(JsonRpcException) as err:
+            await execute(s, RUN, {"uri": uri, "profile": "fast"})
+        assert err.value.code == -32803  # RequestFailed: the user said no
+        assert not marker.exists()
+        assert "'fast'" in asked[0] and str(evil) in asked[0] and "pyproject.toml" in asked[0]
+        await execute(s, RUN, {"uri": uri, "profile": "fast"})
+        assert marker.exists()
+    # remembered in the user's config folder: a new session does not ask again
+    marker.unlink()
+    async with start_session("visual-studio-code", init_options=ZERO, root=ws,
+                             XDG_CONFIG_HOME=config_home) as s:
+        await execute(s, RUN, {"uri": uri, "profile": "fast"})
+        assert marker.exists()
+    assert len(asked) == 2
+    # ... for that content only: a changed profile is a new question (no client answer: no run)
+    marker.unlink()
+    (ws / "pyproject.toml").write_text((ws / "pyproject.toml").read_text() + 'env = { X = "1" }\n')
+    async with start_session("visual-studio-code", init_options=ZERO, root=ws,
+                             XDG_CONFIG_HOME=config_home) as s:
+        with pytest.raises(JsonRpcException):
+            await execute(s, RUN, {"uri": uri, "profile": "fast"})
+    assert not marker.exists()

@@ -168,3 +168,44 @@ def test_devices_flag_reaches_the_child(workspace):
     (d,) = res.diagnostics
     assert d.code == "PAL900" and d.message.startswith("AssertionError")
     assert d.span.line + 1 == 4 and d.path == str(workspace / "test_devices.py")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+ESCAPE = (
+    "import subprocess, sys, time\n\n"
+    "def test_escape():\n"
+    "    # a grandchild in a session of its own, holding the run's stdout and stderr\n"
+    "    p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+    "                         start_new_session=True)\n"
+    "    open({pidfile!r}, 'w').write(str(p.pid))\n"
+    "    {then}\n")
+
+
+def test_a_setsid_grandchild_does_not_delay_the_timeout(workspace):
+    """The run's result arrives within a second of the timeout, and the
+    escaped grandchild is gone (a process-group kill missed it, and the result
+    waited 10 s for its pipes)."""
+    pidfile = workspace / "escaped.pid"
+    (workspace / "test_escape.py").write_text(ESCAPE.format(pidfile=str(pidfile),
+                                                            then="time.sleep(120)"))
+    res = run(RunSpec(target=str(workspace / "test_escape.py"), python=PYTHON, timeout=4))
+    assert res.status is Status.TIMEOUT, res.summary
+    assert res.duration < 4 + 1.5, res.duration  # the child's watchdog starts at its start-up
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_what_a_passing_run_leaves_behind_is_ended(workspace):
+    pidfile = workspace / "escaped.pid"
+    (workspace / "test_escape.py").write_text(ESCAPE.format(pidfile=str(pidfile), then="pass"))
+    t0 = time.monotonic()
+    res = run(RunSpec(target=str(workspace / "test_escape.py"), python=PYTHON, timeout=120))
+    assert res.status is Status.PASSED, res.summary
+    assert time.monotonic() - t0 < 30
+    assert not _alive(int(pidfile.read_text()))

@@ -79,9 +79,9 @@ def test_profiles_from_pyproject(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.pallas-lsp.profiles.box]\nkind = "ssh"\nhost = "box"\nport = 2222\n'
         '[tool.pallas-lsp.profiles.bad]\nkind = "ssh"\n')
-    assert resolve_profile("box", tmp_path).port == 2222
-    with pytest.raises(ProfileError, match="profile 'bad': missing `host`"):
-        resolve_profile("bad", tmp_path)
+    assert resolve_profile("box", tmp_path, allow_project=True).port == 2222
+    with pytest.raises(ProfileError, match="profile 'bad' in .*: missing `host`"):
+        resolve_profile("bad", tmp_path, allow_project=True)
     with pytest.raises(ProfileError, match=r"unknown profile 'nope' \(known: bad, box, local\)"):
         resolve_profile("nope", tmp_path)
     # settings (e.g. from the editor) win over pyproject

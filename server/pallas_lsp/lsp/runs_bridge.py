@@ -149,6 +149,7 @@ class RunManager:
         self.store: dict[str, list["RunDiagnostic"]] = {}  # file URI -> diagnostics
         self.generation = 0  # bumped whenever the store changes (pull result ids)
         self._pushed: set[str] = set()  # URIs published on their own (not open)
+        self._allowed: set[str] = set()  # repository profiles allowed in this session
 
     # ------------------------------------------------------------ commands
 
@@ -158,11 +159,18 @@ class RunManager:
         if not self.server.settings.runs_enable:
             raise JsonRpcException(code=_REQUEST_FAILED,
                                    message="pallas-lsp: runs are disabled (pallas-lsp.runs.enable)")
+        from pallas_lsp.runs.profiles import ProjectProfileNotAllowed
+
         try:
             req = parse_run_args(args)
         except RunArgsError as exc:
             raise JsonRpcInvalidParams(message=str(exc)) from None
-        active = self.start(req)
+        try:
+            active = self.start(req)
+        except ProjectProfileNotAllowed as exc:  # the repository's profile: ask the user
+            if not await self._consent(exc.project):
+                raise JsonRpcException(code=_REQUEST_FAILED, message=f"pallas-lsp: {exc}") from None
+            active = self.start(req)
         active.request_id = getattr(self.server.protocol, "msg_id", None)
         try:
             result = await asyncio.shield(active.future)
@@ -174,6 +182,52 @@ class RunManager:
                 "diagnostics": len(result.diagnostics), "tests": dict(result.tests),
                 "compiled": [c["text"] for c in result.compiles],
                 "duration": round(result.duration, 3), "error": result.error}
+
+    async def _consent(self, project) -> bool:
+        """Ask before a profile of the repository's pyproject.toml runs
+        anything ("Allow": this session; "Always allow": remembered in the
+        user's config folder). Both hold for that exact content only."""
+        from pallas_lsp.runs import consent
+
+        allow, always = "Allow", "Always allow"
+        try:
+            choice = await self.server.window_show_message_request_async(
+                types.ShowMessageRequestParams(
+                    type=types.MessageType.Warning,
+                    message=f"pallas-lsp: the run profile '{project.name}' comes from the "
+                            f"repository ({project.source}), not from your settings. It would "
+                            f"{project.summary}. Allow it?",
+                    actions=[types.MessageActionItem(title=t) for t in (allow, always, "Cancel")]))
+        except Exception as exc:  # no answer: no run
+            log.info("window/showMessageRequest failed: %s", exc)
+            return False
+        title = getattr(choice, "title", None)
+        if title not in (allow, always):
+            return False
+        self._allowed.add(project.fingerprint)
+        if title == always:
+            try:
+                consent.remember(project.fingerprint, project.name, project.source)
+            except OSError as exc:
+                self._log(f"pallas-lsp: could not remember the choice: {exc}",
+                          types.MessageType.Warning)
+        return True
+
+    def allowed_roots(self) -> list[str]:
+        """Real paths of the folders runs may touch: the workspace folders
+        and the root, plus the user's `runs.allowedRoots`."""
+        folders: list[str] = []
+        try:
+            for folder in (self.server.workspace.folders or {}).values():
+                if folder.uri.startswith("file:"):
+                    folders.append(to_fs_path(folder.uri))
+        except Exception:  # not initialized
+            pass
+        root = self.server.root_path()
+        if root:
+            folders.append(root)
+        folders += list(self.server.settings.runs_allowed_roots)
+        return [f for f in dict.fromkeys(folders) if f and os.path.isdir(f)]
 
     def cancel_command(self, *args: Any) -> dict:
         """`pallas-lsp.cancelRun` with {"uri"} (runs started from that file or
@@ -195,12 +249,17 @@ class RunManager:
         from pallas_lsp.runs import RunSpec
         from pallas_lsp.runs.target import TargetError
 
+        from pallas_lsp.runs import consent
+
         path = to_fs_path(req.uri) if req.uri.startswith("file:") else None
         if not path:
             raise TargetError(f"{req.uri}: only file URIs can be run")
-        root = self.server.root_path()
-        cwd = root if root and os.path.isdir(root) and \
-            _inside(path, root) else os.path.dirname(path)
+        roots = self.allowed_roots()
+        cwd = _folder_of(path, roots)
+        if cwd is None:
+            raise TargetError(f"{path} is not inside a workspace folder; pallas-lsp runs only "
+                              "files of the open workspace (pallas-lsp.runs.allowedRoots in "
+                              "your settings allows more folders)")
         target = req.target
         if target is None:
             target = path
@@ -212,6 +271,10 @@ class RunManager:
         elif "::" in target and _TEST_NAME.match(target) \
                 and not os.path.exists(os.path.join(cwd, target.split("::", 1)[0])):
             target = f"{path}::{target}"  # Class::test
+        if _folder_of(os.path.join(cwd, target.split("::", 1)[0]), roots) is None:
+            raise TargetError(f"{target.split('::', 1)[0]} is outside the workspace folders "
+                              "(after following symbolic links); pallas-lsp.runs.allowedRoots "
+                              "in your settings allows more folders")
         prefix = cwd.rstrip(os.sep) + os.sep
         if target.startswith(prefix):  # shorter summaries: relative to the workspace
             target = target[len(prefix):]
@@ -222,12 +285,14 @@ class RunManager:
                        python=s.python_interpreter, timeout=float(s.runs_timeout_s),
                        devices=s.runs_devices, kind=req.kind,
                        compile_for=s.runs_compile_generations if req.compile == ("*",)
-                       else req.compile)
+                       else req.compile,
+                       allow_project_profiles=frozenset(self._allowed | consent.allowed()))
 
     def start(self, req: RunRequest) -> ActiveRun:
         """Validate and start a run (raises JsonRpcInvalidParams for a bad
         target, profile or option). The progress is set up in the background."""
         from pallas_lsp.runs import start_run
+        from pallas_lsp.runs.profiles import ProjectProfileNotAllowed
         from pallas_lsp.runs.target import RunSpecError
 
         loop = asyncio.get_running_loop()
@@ -248,6 +313,8 @@ class RunManager:
 
         try:
             handle = start_run(spec, on_output=on_output, on_done=on_done)
+        except ProjectProfileNotAllowed:
+            raise  # run_command asks the user
         except RunSpecError as exc:
             raise JsonRpcInvalidParams(message=str(exc)) from None
         active.handle = handle
@@ -603,6 +670,14 @@ def _range(span, index: LineIndex | None, encoding: str) -> types.Range:
 def _inside(path: str, folder: str) -> bool:
     p, f = os.path.abspath(path), os.path.abspath(folder)
     return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def _folder_of(path: str, folders: list[str]) -> str | None:
+    """The folder of `folders` that holds `path` once every symbolic link is
+    resolved (the innermost one), as it was given; None when outside all."""
+    real = os.path.realpath(path)
+    inside = [f for f in folders if _inside(real, os.path.realpath(f))]
+    return max(inside, key=lambda f: len(os.path.realpath(f))) if inside else None
 
 
 def _short(line: str, limit: int = 200) -> str:

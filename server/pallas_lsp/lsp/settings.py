@@ -67,6 +67,7 @@ class Settings:
     runs_code_lens: bool = True
     runs_run_on_save: bool = False
     runs_compile_generations: tuple = ("v5e", "v6e")  # "Compile for TPU" (run --compile)
+    runs_allowed_roots: tuple[str, ...] = ()  # folders outside the workspace runs may use
 
     def rule_enabled(self, code: str) -> bool:
         if self.select is not None and not any(code.startswith(p) for p in self.select):
@@ -214,6 +215,15 @@ def _generations(value: Any) -> tuple:
     return tuple(value)
 
 
+def _folders(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip()
+                                                        for v in value):
+        raise ValueError('expected a list of folders, e.g. ["~/shared/kernels"]')
+    return tuple(os.path.expandvars(os.path.expanduser(v.strip())) for v in value)
+
+
 # setting key (as the client spells it) -> (Settings field, validator)
 OPTIONS: dict[str, tuple[str, Any]] = {
     "rules.select": ("select", _codes_or_all),
@@ -238,6 +248,7 @@ OPTIONS: dict[str, tuple[str, Any]] = {
     "runs.codeLens": ("runs_code_lens", _bool),
     "runs.runOnSave": ("runs_run_on_save", _bool),
     "runs.compileGenerations": ("runs_compile_generations", _generations),
+    "runs.allowedRoots": ("runs_allowed_roots", _folders),
 }
 
 _GROUPS = {key.split(".", 1)[0] for key in OPTIONS}

@@ -10,7 +10,7 @@ EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_CANCELLED = 0, 1, 2, 3,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", help="a file, `path::test_name` or a pytest node id")
+    p.add_argument("target", nargs="?", help="a file, `path::test_name` or a pytest node id")
     p.add_argument("args", nargs="*", help="after `--`: extra pytest (or script) arguments")
     p.add_argument("--mode", choices=("interpret", "tpu"), default=None,
                    help="interpret (default): TPU interpret mode on CPU; tpu: run for real")
@@ -28,7 +28,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", default=None, metavar="GENS",
                    help="also compile every pallas_call for these TPU generations "
                         "(v4, v5e, v5p, v6e; comma-separated), without a TPU")
+    p.add_argument("--allow-project-profiles", action="store_true",
+                   help="use a profile defined in the repository's pyproject.toml (it decides "
+                        "which program runs and where; see --list-profiles)")
+    p.add_argument("--list-profiles", action="store_true",
+                   help="list the profiles and what each runs, then exit")
     p.add_argument("--output-format", choices=("text", "json"), default="text")
+
+
+def list_profiles(root: str) -> int:
+    from pallas_lsp.runs.profiles import BUILT_IN, ProfileError, describe, project_profiles
+
+    try:
+        table, warnings = project_profiles(root)
+    except ProfileError as e:
+        print(f"pallas-lsp run: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    for w in warnings:
+        print(f"pallas-lsp: {w}", file=sys.stderr)
+    for name, profile in BUILT_IN.items():
+        print(f"{name}  (built in): {describe(profile)}")
+    for name, found in sorted(table.items()):
+        print(f"{name}  ({found.source}; needs --allow-project-profiles): {found.summary}")
+    return EXIT_PASSED
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,10 +65,16 @@ def main(args: argparse.Namespace) -> int:
         except (OSError, ValueError):
             pass
 
+    if args.list_profiles:
+        return list_profiles(args.root or os.getcwd())
+    if not args.target:
+        print("pallas-lsp run: give a TARGET (a file, path::test or a node id)", file=sys.stderr)
+        return EXIT_USAGE
     spec = RunSpec(target=args.target, root=args.root, mode=args.mode, profile=args.profile,
                    races=args.races, timeout=args.timeout, devices=args.devices,
                    python=args.python, args=list(args.args),
-                   compile_for=parse_generations(args.compile or ""))
+                   compile_for=parse_generations(args.compile or ""),
+                   allow_project_profiles=bool(args.allow_project_profiles))
     try:
         handle = start_run(spec, on_output=out)
     except RunSpecError as e:

@@ -20,9 +20,20 @@ snake_case or camelCase (`identity_file` / `identityFile`).
                "--worker=all", "--command", "{command}"]
     remote_dir = "pallas-runs/myproject"
     remote_python = "python3"
+
+Who decides what runs: a profile from the user's own settings (`profiles`
+passed in, e.g. the editor's `runs.profiles`) is trusted. A profile from the
+repository's pyproject.toml decides which program runs and where, so it is
+used only after the user allowed exactly that profile (`allow_project`: the
+CLI's --allow-project-profiles, or the editor's consent), it cannot take a
+built-in name (`local`), and it cannot weaken host-key checking or change
+how ssh connects (`strict_host_key_checking`, `known_hosts`, and all but a
+few harmless `ssh_options`). See docs/runs.md, "Who decides what runs".
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import tomllib
@@ -53,6 +64,27 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class ProfileError(RunSpecError):
     """An invalid profile; the message names the profile and the key."""
+
+
+class ProjectProfileNotAllowed(ProfileError):
+    """A profile of the repository's pyproject.toml that the user has not
+    allowed (yet). `profile` says what it would run."""
+
+    def __init__(self, project: "ProjectProfile"):
+        self.project = project
+        super().__init__(
+            f"profile {project.name!r} comes from {project.source}, not from your settings; "
+            f"it would {project.summary}. Allow it first (pallas-lsp run "
+            "--allow-project-profiles, or answer the editor's question), or copy it into your "
+            "own settings")
+
+
+# ssh -o options a repository may set: none runs a command, changes the host
+# key policy or files, the proxy, the agent, forwarding or what config is read.
+SAFE_SSH_OPTIONS = frozenset(o.lower() for o in (
+    "AddressFamily", "BatchMode", "Compression", "ConnectionAttempts", "ConnectTimeout",
+    "IPQoS", "LogLevel", "ServerAliveCountMax", "ServerAliveInterval", "TCPKeepAlive",
+    "RekeyLimit", "Ciphers", "MACs", "KexAlgorithms", "RequestTTY", "EscapeChar"))
 
 
 @dataclass(frozen=True)
@@ -91,6 +123,23 @@ class Profile:
 
 
 LOCAL = Profile(name="local")
+BUILT_IN = {"local": LOCAL}  # names a repository cannot redefine
+
+
+@dataclass(frozen=True)
+class ProjectProfile:
+    """A `[tool.pallas-lsp.profiles.NAME]` table of a repository."""
+
+    name: str
+    source: str  # the pyproject.toml it is in
+    data: dict
+    fingerprint: str  # what the user allows: this file, this name, this exact content
+    summary: str  # what it runs, for the question to the user
+
+
+def fingerprint(source: str, name: str, data) -> str:
+    blob = json.dumps([os.path.realpath(source), name, data], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _snake(key: str) -> str:
@@ -98,9 +147,11 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
-def validate_profile(name: str, data: dict) -> Profile:
-    """Check a profile dict and build a Profile. Raises ProfileError."""
-    where = f"profile {name!r}"
+def validate_profile(name: str, data: dict, *, source: str | None = None) -> Profile:
+    """Check a profile dict and build a Profile. Raises ProfileError.
+    `source`: the repository file it came from (None: the user's settings),
+    which may not set host-key or connection options."""
+    where = f"profile {name!r}" + (f" in {source}" if source else "")
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: must be a table/object, got {type(data).__name__}")
     d = {}
@@ -200,6 +251,8 @@ def validate_profile(name: str, data: dict) -> Profile:
         user = text("user")
         if user is not None and not _USER.match(user):
             raise ProfileError(f"{where}: `user` {user!r} is not a valid user name")
+        if source is not None:
+            _check_repository_ssh(where, d)
         strict = d.get("strict_host_key_checking", True)
         if strict is True:
             strict = "yes"
@@ -251,6 +304,38 @@ def validate_profile(name: str, data: dict) -> Profile:
     return Profile(**kw)
 
 
+def _check_repository_ssh(where: str, d: dict) -> None:
+    only_user = ("only from your own settings (pallas-lsp.runs.profiles) or ~/.ssh/config, "
+                 "never from a repository")
+    if d.get("strict_host_key_checking", True) not in (True, "yes"):
+        raise ProfileError(f"{where}: `strict_host_key_checking` can be turned off {only_user}")
+    if d.get("known_hosts") is not None:
+        raise ProfileError(f"{where}: `known_hosts` (which host keys are trusted) comes "
+                           f"{only_user}")
+    options = d.get("ssh_options", ())
+    if isinstance(options, (list, tuple)):
+        for opt in options:
+            key = re.split(r"[\s=]", str(opt).strip(), maxsplit=1)[0].lower()
+            if key not in SAFE_SSH_OPTIONS:
+                raise ProfileError(f"{where}: ssh option {opt!r} may change how ssh connects, "
+                                   f"checks host keys or what it runs locally; it comes "
+                                   f"{only_user} (a repository may set only "
+                                   f"{', '.join(sorted(SAFE_SSH_OPTIONS))})")
+
+
+def describe(p: Profile) -> str:
+    """What a profile runs, in a few words (for the user's consent)."""
+    if p.kind == "local":
+        return f"run {p.python or 'the Python running pallas-lsp'} on this machine" + \
+            (f" with environment {', '.join(sorted(p.env))}" if p.env else "")
+    if p.kind == "ssh":
+        who = f"{p.user}@{p.host}" if p.user else p.host
+        port = f" port {p.port}" if p.port else ""
+        opts = f", ssh options {' '.join(p.ssh_options)}" if p.ssh_options else ""
+        return f"copy the workspace to {who}{port} over ssh and run {p.remote_python} there{opts}"
+    return "run this command on this machine: " + " ".join(p.command)
+
+
 def _expand(path: str | None) -> str | None:
     if path is None:
         return None
@@ -287,10 +372,38 @@ def load_profiles(root: str | os.PathLike) -> dict[str, dict]:
     return profiles
 
 
+def project_profiles(root: str | os.PathLike | None) -> tuple[dict[str, ProjectProfile], list[str]]:
+    """The repository's profiles near `root`, and warnings (a table that tries
+    to redefine a built-in profile is dropped)."""
+    from pallas_lsp.config import find_pyproject
+
+    if root is None:
+        return {}, []
+    path = find_pyproject(Path(root))
+    if path is None:
+        return {}, []
+    out, warnings = {}, []
+    for name, data in load_profiles(root).items():
+        if name in BUILT_IN:
+            warnings.append(f"{path} defines [tool.pallas-lsp.profiles.{name}]; a repository "
+                            f"cannot redefine the built-in profile {name!r}: ignored")
+            continue
+        try:
+            summary = describe(validate_profile(name, data, source=str(path)))
+        except ProfileError as exc:
+            summary = f"(invalid: {exc})"
+        out[name] = ProjectProfile(name, str(path), data, fingerprint(str(path), name, data),
+                                   summary)
+    return out, warnings
+
+
 def resolve_profile(profile: str | dict | Profile | None, root: str | os.PathLike | None = None,
-                    extra: dict[str, dict] | None = None) -> Profile:
-    """A Profile from a name (looked up in `extra`, e.g. the LSP settings, then
-    in pyproject.toml; `local` is built in), a dict or a Profile."""
+                    extra: dict[str, dict] | None = None,
+                    allow_project: bool | frozenset | set = False) -> Profile:
+    """A Profile from a name, a dict or a Profile. A name is looked up in
+    `extra` (the user's settings), then among the built-in profiles, then in
+    the repository's pyproject.toml, whose profiles need `allow_project`:
+    True, or a set holding their fingerprint (else ProjectProfileNotAllowed)."""
     if isinstance(profile, Profile):
         return profile
     if isinstance(profile, dict):
@@ -298,10 +411,14 @@ def resolve_profile(profile: str | dict | Profile | None, root: str | os.PathLik
     name = profile or "local"
     if extra and name in extra:
         return validate_profile(name, extra[name])
-    table = load_profiles(root) if root is not None else {}
+    if name in BUILT_IN:
+        return BUILT_IN[name]
+    table, _ = project_profiles(root)
     if name in table:
-        return validate_profile(name, table[name])
-    if name == "local":
-        return LOCAL
-    known = sorted({"local", *table, *(extra or {})})
+        found = table[name]
+        result = validate_profile(name, found.data, source=found.source)
+        if allow_project is True or (allow_project and found.fingerprint in allow_project):
+            return result
+        raise ProjectProfileNotAllowed(found)
+    known = sorted({*BUILT_IN, *table, *(extra or {})})
     raise ProfileError(f"unknown profile {name!r} (known: {', '.join(known)})")

@@ -27,7 +27,7 @@ from typing import Callable
 from pallas_lsp.runs.mapping import (PathMap, RaceParser, dedupe, failure_diagnostic,
                                      hang_diagnostics, race_diagnostics, timeout_diagnostic)
 from pallas_lsp.runs.model import CODE_FAILURE, RunDiagnostic, RunResult, Status
-from pallas_lsp.runs.profiles import Profile, resolve_profile
+from pallas_lsp.runs.profiles import Profile, project_profiles, resolve_profile
 from pallas_lsp.runs.target import (RunSpecError, Target, find_root, parse_target,
                                     test_def_line)
 
@@ -58,6 +58,8 @@ class RunSpec:
     args: list = field(default_factory=list)  # extra pytest / script arguments
     kind: str = "auto"  # "auto" | "pytest" | "script"
     compile_for: tuple = ()  # TPU generations to compile every pallas_call for ("v5e", ...)
+    # repository profiles the user allowed: True (all), or their fingerprints (profiles.py)
+    allow_project_profiles: bool | frozenset = False
 
 
 @dataclass
@@ -70,6 +72,7 @@ class _Plan:
     timeout: float
     devices: int | None
     grace: float
+    warnings: tuple = ()  # said at the start of the run's output
 
 
 def prepare(spec: RunSpec) -> _Plan:
@@ -79,7 +82,8 @@ def prepare(spec: RunSpec) -> _Plan:
     root = Path(os.path.abspath(cwd / spec.root)) if spec.root else find_root(target.path)
     if not root.is_dir():
         raise RunSpecError(f"{root}: the workspace root is not a folder")
-    profile = resolve_profile(spec.profile, root, spec.profiles)
+    profile = resolve_profile(spec.profile, root, spec.profiles, spec.allow_project_profiles)
+    _, warnings = project_profiles(root)
     mode = spec.mode or profile.mode or "interpret"
     if mode not in ("interpret", "tpu"):
         raise RunSpecError(f"unknown mode {mode!r} (interpret or tpu)")
@@ -107,7 +111,8 @@ def prepare(spec: RunSpec) -> _Plan:
     grace = profile.kill_grace if profile.kill_grace is not None else (
         20.0 if profile.remote else 5.0)
     return _Plan(spec=spec, target=target, root=root, profile=profile, mode=mode,
-                 timeout=float(timeout), devices=devices, grace=float(grace))
+                 timeout=float(timeout), devices=devices, grace=float(grace),
+                 warnings=tuple(warnings))
 
 
 def start_run(spec: RunSpec, on_output: OnOutput | None = None,
@@ -149,7 +154,7 @@ class RunHandle:
         with self._lock:
             proc = self._proc
         if proc is not None:
-            _kill_group(proc, hard=True)
+            _stop(proc, hard=True)
 
     def result(self, timeout: float | None = None) -> RunResult:
         if not self._done.wait(timeout):
@@ -175,6 +180,8 @@ class RunHandle:
         self._tail: collections.deque = collections.deque(maxlen=40)
         self._races = RaceParser()
         self._stream_reports: list[dict] = []
+        for warning in self.plan.warnings:
+            self._emit("stderr", f"pallas-lsp: {warning}")
         self._tmp = tempfile.mkdtemp(prefix="pallas-lsp-run-")
         try:
             result = self._execute()
@@ -215,14 +222,22 @@ class RunHandle:
     def _exec(self, argv: list[str], *, cwd: str | None = None, env: dict | None = None,
               feed: Callable | None = None, keep_stdin: bool = False,
               deadline: float | None = None) -> tuple[int | None, str]:
-        """Run one command in its own process group, streaming its output.
-        Returns (exit code or None, how it ended: "exit" | "timeout" | "cancelled")."""
+        """Run one command in its own process group, under the reaper
+        (_reaper.py: it ends every process the command started, setsid()
+        escapes included), streaming its output. Returns (exit code or None,
+        how it ended: "exit" | "timeout" | "cancelled")."""
         self._commands.append(list(argv))
         if self._cancel.is_set():
             return None, "cancelled"
+        exe = argv[0] if os.sep in argv[0] else \
+            shutil.which(argv[0], path=(env if env is not None else os.environ).get("PATH"))
+        if not exe or not os.path.isfile(exe) or not os.access(exe, os.X_OK):
+            raise _StartError(f"cannot start {argv[0]!r}: "
+                              + ("Permission denied" if exe and os.path.exists(exe)
+                                 else "No such file or directory"))
         try:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=env,
+                [sys.executable, "-I", "-S", _REAPER, "--", exe, *argv[1:]], cwd=cwd, env=env,
                 stdin=subprocess.PIPE if (feed or keep_stdin) else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as e:
@@ -230,7 +245,7 @@ class RunHandle:
         with self._lock:
             self._proc = proc
         if self._cancel.is_set():
-            _kill_group(proc, hard=True)
+            _stop(proc, hard=True)
         readers = [threading.Thread(target=self._read, args=(pipe, name), daemon=True)
                    for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
         for t in readers:
@@ -238,16 +253,18 @@ class RunHandle:
         if feed is not None:
             threading.Thread(target=_feed, args=(feed, proc.stdin), daemon=True).start()
         how = "exit"
-        while True:
-            if _exited(proc.pid):
-                break
-            if self._cancel.is_set():
-                how = "cancelled"
-                _kill_group(proc, hard=True)
-            elif deadline is not None and time.monotonic() > deadline:
-                how = "timeout"
-                _kill_group(proc, hard=False)
-            time.sleep(0.05)
+        stopping = None  # when the reaper was asked to stop
+        while not _exited(proc.pid):
+            now = time.monotonic()
+            if self._cancel.is_set() and how != "cancelled":
+                how, stopping = "cancelled", now
+                _stop(proc, hard=True)
+            elif how == "exit" and deadline is not None and now > deadline:
+                how, stopping = "timeout", now
+                _stop(proc, hard=False)
+            elif stopping is not None and now - stopping > _REAPER_GRACE_S:
+                _killpg(proc.pid, signal.SIGKILL)  # the reaper does not answer: the group at least
+            time.sleep(0.02)
         # The leader has exited but is not reaped yet, so its group id cannot be
         # reused: end whatever it left behind, forget it (cancel() must not signal
         # a reaped group), then reap.
@@ -519,14 +536,17 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _kill_group(proc: subprocess.Popen, hard: bool) -> None:
-    """SIGTERM the group, then SIGKILL it (at once when `hard`)."""
-    if not hard:
-        _killpg(proc.pid, signal.SIGTERM)
-        t_end = time.monotonic() + 1.0
-        while time.monotonic() < t_end and not _exited(proc.pid):
-            time.sleep(0.05)
-    _killpg(proc.pid, signal.SIGKILL)
+_REAPER = str(Path(__file__).resolve().parent / "_reaper.py")
+_REAPER_GRACE_S = 3.0  # the reaper's own grace is 1 s
+
+
+def _stop(proc: subprocess.Popen, hard: bool) -> None:
+    """Ask the reaper to end the command and all it started: SIGTERM (then
+    SIGKILL after 1 s), or SIGKILL at once when `hard`."""
+    try:
+        os.kill(proc.pid, signal.SIGUSR1 if hard else signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _feed(fn, stdin) -> None:
