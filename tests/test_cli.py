@@ -41,8 +41,12 @@ def test_text_output_and_exit_code(project):
     r = cli("check", str(project))
     assert r.returncode == 1
     lines = r.stdout.strip().splitlines()
-    assert lines[0].startswith(f"{project / 'k.py'}:8:41: PAL103 Cannot signal")
-    assert ":9:" in lines[1] and "PAL108" in lines[1]
+    # Not a terminal: concise lines, JAX's text, then ours after a dash; the summary.
+    assert lines[0].startswith(f"{project / 'k.py'}:8:41: PAL103 error: Cannot signal on a "
+                               "non-()-shaped semaphore: (2,) — `sems` is a whole array")
+    assert ":9:" in lines[1] and "PAL108 [*] error: DMA start priority" in lines[1]
+    assert lines[-2:] == ["Found 2 problems.", "[*] 1 fixable with `--fix` (1 more with "
+                          "`--fix --unsafe-fixes`)."]
 
 
 def test_json_output_is_one_based(project):
@@ -51,14 +55,17 @@ def test_json_output_is_one_based(project):
     assert [(x["code"], x["line"], x["column"], x["end_column"]) for x in rows] == [
         ("PAL103", 8, 41, 45), ("PAL108", 9, 68, 70)]
     assert set(rows[0]) == {"path", "line", "column", "end_line", "end_column", "code",
-                            "message", "severity"}
+                            "message", "severity", "jax_message", "detail", "fix", "url",
+                            "related"}
+    assert rows[0]["message"] == f"{rows[0]['jax_message']} — {rows[0]['detail']}"
+    assert rows[0]["fix"]["applicability"] == "unsafe" and rows[1]["fix"]["applicability"] == "safe"
 
 
 def test_select_ignore_and_exit_zero(project):
     assert json.loads(cli("check", str(project), "--select", "PAL108",
                           "--output-format", "json").stdout)[0]["code"] == "PAL108"
     r = cli("check", str(project), "--ignore", "PAL1")
-    assert r.returncode == 0 and r.stdout == ""
+    assert r.returncode == 0 and r.stdout == "All checks passed!\n"
     assert cli("check", str(project), "--exit-zero").returncode == 0
 
 
@@ -67,7 +74,7 @@ def test_pyproject_config(project):
         '[tool.pallas-lsp]\nignore = ["PAL103"]\n[tool.pallas-lsp.severity]\nPAL108 = "warning"\n')
     rows = json.loads(cli("check", str(project), "--output-format", "json").stdout)
     assert [(x["code"], x["severity"]) for x in rows] == [("PAL108", "warning")]
-    assert cli("check", str(project), "--no-config").stdout.count("PAL") == 2
+    assert cli("check", str(project), "--no-config").stdout.count(": PAL") == 2
 
 
 def test_bad_config_is_a_usage_error(project):

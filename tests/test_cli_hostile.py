@@ -80,7 +80,7 @@ def test_an_internal_error_has_its_own_exit_code(tmp_path):
     res = _cli_with(tmp_path, textwrap.dedent("""
         def boom(*a, **k):
             raise MemoryError("no more")
-        checker.check_paths = boom
+        checker.check_project = boom
     """))
     assert res.returncode == 3, (res.returncode, res.stderr[-2000:])
     assert "internal error (MemoryError: no more)" in res.stderr
@@ -90,7 +90,7 @@ def test_a_file_the_engine_failed_on_exits_3_with_its_row(tmp_path):
     res = _cli_with(tmp_path, textwrap.dedent("""
         def failed(paths, **k):
             return [], [checker.Problem(Path("k.py"), "internal", "pallas-lsp could not analyse this file")]
-        checker.check_paths = failed
+        checker.check_project = failed
     """))
     assert res.returncode == 3, (res.returncode, res.stderr[-2000:])
     (row,) = json.loads(res.stdout)

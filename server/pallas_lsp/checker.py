@@ -1,43 +1,104 @@
 """Check files on disk (shared by the CLI and pre-commit): discovery,
-decoding, configuration and the engine."""
+exclusion, decoding, configuration and the engine, as one project."""
 from __future__ import annotations
 
+import ast
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pallas_lsp.config import ProjectConfig, load_project_config
+from pallas_lsp.config import ProjectConfig, find_pyproject, load_project_config
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.analyze import MAX_BYTES
 from pallas_lsp.engine.model import Analysis, Finding
 from pallas_lsp.engine.project import Project
-
-_SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox",
-              ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs"}
+from pallas_lsp.globs import GitIgnore, find_git_root
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A file that could not be checked."""
+    """A file that could not be checked (fully)."""
 
     path: Path
     kind: str  # missing | unreadable | too-large | decode | syntax | internal
     message: str
     line: int = 1
+    column: int = 1
 
 
-def discover(paths: list[Path]) -> tuple[list[Path], list[Problem]]:
-    """The .py/.pyi files under `paths`, in a stable order. Only regular
-    files (symbolic links to them too) are taken; FIFOs, devices, sockets and
-    broken links become problems. The walk keeps its own stack, so a deep
-    tree cannot exhaust Python's recursion limit, and it does not follow
-    symbolic links to folders."""
+@dataclass
+class Options:
+    """What `check` was asked for, beyond the paths."""
+
+    select: list[str] | None = None
+    extend_select: list[str] | None = None
+    ignore: list[str] | None = None
+    use_config: bool = True
+    strict_config: bool = True  # unknown keys and codes are errors (the CLI), not warnings
+    force_exclude: bool | None = None  # None: the configuration's
+    respect_gitignore: bool | None = None
+    coverage: bool = False
+    # Texts that replace the disk's (stdin, files being fixed), by real path.
+    sources: dict[str, str] = field(default_factory=dict)
+    jobs: int | None = None  # None: decide by the input's size
+    notes: list[str] = field(default_factory=list)  # for --verbose: what was skipped and why
+
+
+class Configs:
+    """The configuration of each file: its nearest pyproject.toml (cached
+    per folder), with the command line's selection on top."""
+
+    def __init__(self, options: Options):
+        self.options = options
+        self._by_file: dict[Path | None, ProjectConfig] = {}
+        self._pyproject: dict[str, Path | None] = {}
+
+    def for_dir(self, folder: str) -> ProjectConfig:
+        opts = self.options
+        source = None
+        if opts.use_config:
+            if folder not in self._pyproject:
+                self._pyproject[folder] = find_pyproject(Path(folder))
+            source = self._pyproject[folder]
+        if source not in self._by_file:
+            cfg = ProjectConfig()
+            if source is not None:
+                cfg = load_project_config(source.parent, strict=opts.strict_config)
+            self._by_file[source] = cfg.merged(select=opts.select, ignore=opts.ignore,
+                                               extend_select=opts.extend_select)
+        return self._by_file[source]
+
+    def for_file(self, path: str | os.PathLike) -> ProjectConfig:
+        return self.for_dir(os.path.dirname(os.path.abspath(path)))
+
+    def force_exclude(self, cfg: ProjectConfig) -> bool:
+        f = self.options.force_exclude
+        return cfg.force_exclude if f is None else f
+
+    def respect_gitignore(self, cfg: ProjectConfig) -> bool:
+        r = self.options.respect_gitignore
+        return cfg.respect_gitignore if r is None else r
+
+
+def discover(paths: list[Path], configs: Configs | None = None
+             ) -> tuple[list[Path], list[Problem]]:
+    """The .py/.pyi files under `paths`, in a stable order, without the
+    excluded ones (`exclude`, `extend-exclude`, .gitignore). A path named
+    here is checked even when excluded, unless force-exclude is on. Only
+    regular files (symbolic links to them too) are taken; FIFOs, devices,
+    sockets and broken links become problems. The walk keeps its own stack,
+    so a deep tree cannot exhaust Python's recursion limit, and it does not
+    follow symbolic links to folders."""
+    configs = configs or Configs(Options())
+    notes = configs.options.notes
     files: list[Path] = []
     problems: list[Problem] = []
+    seen: set[str] = set()
     for p in paths:
+        in_memory = os.path.realpath(p) in configs.options.sources  # stdin
         try:
-            st = p.stat()
+            st = os.stat(__file__) if in_memory else p.stat()
         except OSError as exc:
             if p.is_symlink():
                 problems.append(Problem(p, "unreadable", "broken symbolic link: skipped"))
@@ -46,16 +107,39 @@ def discover(paths: list[Path]) -> tuple[list[Path], list[Problem]]:
             else:
                 problems.append(Problem(p, "unreadable", f"cannot read: {exc.strerror or exc}"))
             continue
+        is_dir = stat.S_ISDIR(st.st_mode) and not in_memory
+        cfg = configs.for_dir(os.path.abspath(p)) if is_dir else configs.for_file(p)
+        pattern = cfg.excluded_path(p, is_dir)
+        if pattern is not None:
+            where = f" in {cfg.source}" if cfg.source else " (the default exclusions)"
+            if configs.force_exclude(cfg):
+                notes.append(f"{p}: skipped: matches `exclude` pattern {pattern!r}{where} "
+                             f"(--force-exclude)")
+                continue
+            notes.append(f"{p}: checked although it matches `exclude` pattern {pattern!r}"
+                         f"{where}, because it was named on the command line "
+                         f"(--force-exclude skips it)")
         if stat.S_ISREG(st.st_mode):
-            files.append(p)
-        elif stat.S_ISDIR(st.st_mode):
-            _walk(p, files, problems)
+            _add(p, files, seen)
+        elif is_dir:
+            _walk(p, files, problems, seen, configs)
         else:
             problems.append(_special(p, st.st_mode))
     return files, problems
 
 
-def _walk(top: Path, files: list[Path], problems: list[Problem]) -> None:
+def _add(path: Path, files: list[Path], seen: set[str]) -> None:
+    real = os.path.realpath(path)
+    if real not in seen:  # `check a/ a/k.py` checks k.py once
+        seen.add(real)
+        files.append(path)
+
+
+def _walk(top: Path, files: list[Path], problems: list[Problem], seen: set[str],
+          configs: Configs) -> None:
+    notes = configs.options.notes
+    git_root = find_git_root(str(top))
+    gitignore = GitIgnore(git_root) if git_root else None
     stack = [top]
     while stack:
         folder = stack.pop()
@@ -66,15 +150,26 @@ def _walk(top: Path, files: list[Path], problems: list[Problem]) -> None:
             problems.append(Problem(folder, "unreadable",
                                     f"cannot read this folder: {exc.strerror or exc}"))
             continue
+        cfg = configs.for_dir(os.path.abspath(folder))
+        use_git = gitignore is not None and configs.respect_gitignore(cfg)
         subdirs = []
         for entry in entries:
             path = folder / entry.name
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in _SKIP_DIRS and not entry.name.endswith(".egg-info"):
-                        subdirs.append(path)
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if not is_dir and not entry.name.endswith((".py", ".pyi")):
                     continue
-                if not entry.name.endswith((".py", ".pyi")):
+                pattern = cfg.excluded_entry(str(path), is_dir)
+                if pattern is not None:
+                    notes.append(f"{path}: skipped: matches `exclude` pattern {pattern!r}")
+                    continue
+                if use_git:
+                    hit = gitignore.ignored(str(path), is_dir)
+                    if hit is not None:
+                        notes.append(f"{path}: skipped: ignored by .gitignore ({hit.text!r})")
+                        continue
+                if is_dir:
+                    subdirs.append(path)
                     continue
                 mode = entry.stat().st_mode  # follows a link: its target is what is read
             except OSError as exc:
@@ -83,7 +178,7 @@ def _walk(top: Path, files: list[Path], problems: list[Problem]) -> None:
                                         f"cannot read: {exc.strerror or exc}"))
                 continue
             if stat.S_ISREG(mode):
-                files.append(path)
+                _add(path, files, seen)
             elif not stat.S_ISDIR(mode):  # a link to a folder is not followed
                 problems.append(_special(path, mode))
         stack.extend(reversed(subdirs))  # depth first, in name order, as os.walk did
@@ -106,6 +201,13 @@ def read_source(path: Path) -> tuple[str | None, Problem | None]:
     without blocking (a FIFO that nobody writes must not hang the check) and
     checked on the open descriptor, then read up to a limit (a link to
     /dev/zero must not fill the memory)."""
+    data, problem = read_bytes(path)
+    if problem is not None:
+        return None, problem
+    return decode(path, data)
+
+
+def read_bytes(path: Path) -> tuple[bytes | None, Problem | None]:
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
         | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -129,7 +231,10 @@ def read_source(path: Path) -> tuple[str | None, Problem | None]:
         os.close(fd)
     if size > _READ_LIMIT:
         return None, _too_large(path, f"more than {_READ_LIMIT:,} bytes")
-    data = b"".join(chunks)
+    return b"".join(chunks), None
+
+
+def decode(path: Path, data: bytes) -> tuple[str | None, Problem | None]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -147,52 +252,52 @@ def _too_large(path: Path, size: str) -> Problem:
 
 @dataclass
 class Checked:
-    """One checked file: its analysis and the findings to report there."""
+    """One checked file: its analysis, the findings to report there, and
+    the configuration that applies to it."""
 
     path: Path
     analysis: Analysis | None
     findings: list[Finding]
+    config: ProjectConfig | None = None
 
 
 # Callers outside the checked paths analysed to see how a checked helper
 # module is used (nearest importers first).
 MAX_EXTRA_CALLERS = 32
 
+# Below this much source, forking a second process costs more than it saves
+# (benchmarks/cli_speed.py); above it, both cores analyse.
+PARALLEL_MIN_BYTES = 160_000
+PARALLEL_MIN_FILES = 6
+
 
 def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bool = True,
-                  coverage: bool = False) -> tuple[list[Checked], list[Problem]]:
+                  coverage: bool = False, options: Options | None = None
+                  ) -> tuple[list[Checked], list[Problem]]:
     """Analyse the files under `paths` as one project: kernels launched in
     one file are followed into helpers in others, and a helper module gets
     the findings its callers' kernels reach in it (even when those callers
     are not among `paths`)."""
-    files, problems = discover(paths)
+    if options is None:
+        options = Options(select=select, ignore=ignore, use_config=use_config,
+                          coverage=coverage)
+    configs = Configs(options)
+    files, problems = discover(paths, configs)
     root, is_project = _project_root(paths)
-    project = Project([str(root)])
-    configs: dict[Path, ProjectConfig] = {}
+    sources = options.sources
+    overlay = (lambda p: sources.get(os.path.realpath(p))) if sources else None
 
-    def config_for(path: Path) -> ProjectConfig:
-        cfg = ProjectConfig()
-        if use_config:
-            key = path.parent
-            if key not in configs:
-                configs[key] = load_project_config(key)
-            cfg = configs[key]
-        return cfg.merged(select=select, ignore=ignore)
-
+    project = Project([str(root)], overlay=overlay)
+    analysed = _analyse(files, root, project, options)
     checked: dict[str, Checked] = {}
     foreign: dict[str, list[Finding]] = {}
     reach: dict[str, dict] = {}  # coverage of a file's sites seen from other files
-    for path in files:
-        cfg = config_for(path)
-        if any(fragment in str(path) for fragment in cfg.exclude):
-            continue
-        text, problem = read_source(path)
+    for path, real, analysis, problem in analysed:
         if problem is not None:
             problems.append(problem)
             continue
-        analysis = analyze(text, str(path), project=project, coverage=coverage)
-        _note_problems(path, analysis, problems)
-        checked[os.path.realpath(path)] = Checked(path, analysis, list(analysis.findings))
+        _note_problems(path, analysis, problems, sources.get(real))
+        checked[real] = Checked(path, analysis, list(analysis.findings), configs.for_file(path))
         for other, found in analysis.foreign.items():
             foreign.setdefault(other, []).extend(found)
         _note_reach(reach, analysis)
@@ -206,10 +311,112 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
                     seen.add((f.code, f.span))
                     item.findings.append(f)
             item.findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
-        item.findings = config_for(item.path).filter(item.findings)
+        item.findings = item.config.filter(item.findings, item.path)
         if coverage and item.analysis is not None and item.analysis.coverage is not None:
             _apply_reach(item.analysis.coverage, reach.get(real, {}))
     return list(checked.values()), problems
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def _analyse(files: list[Path], root: Path, project: Project, options: Options
+             ) -> list[tuple[Path, str, Analysis | None, Problem | None]]:
+    """Each file's analysis, in the order of `files`: in this process for
+    small inputs, else split over processes (each with its own Project; the
+    findings they report in other files come back in `Analysis.foreign`)."""
+    jobs = _jobs(files, options)
+    if jobs > 1:
+        try:
+            return _analyse_in_processes(files, root, options, jobs)
+        except (OSError, ImportError, RuntimeError):  # no processes here: one core then
+            pass
+    return [_analyse_one(path, project, options.sources, options.coverage) for path in files]
+
+
+def _jobs(files: list[Path], options: Options) -> int:
+    if options.jobs is not None:
+        return max(1, options.jobs)
+    env = os.environ.get("PALLAS_LSP_JOBS", "").strip()
+    if env.isdigit():
+        return max(1, int(env))
+    cores = _cores()
+    if cores < 2 or len(files) < PARALLEL_MIN_FILES:
+        return 1
+    total = 0
+    for path in files:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+        if total >= PARALLEL_MIN_BYTES:
+            return min(2, cores)  # the machines this runs on have 2 cores to share
+    return 1
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage: bool
+                 ) -> tuple[Path, str, Analysis | None, Problem | None]:
+    real = os.path.realpath(path)
+    text = sources.get(real)
+    if text is None:
+        text, problem = read_source(path)
+        if problem is not None:
+            return path, real, None, problem
+    analysis = analyze(text, real, project=project, coverage=coverage)
+    return path, real, analysis, None
+
+
+_worker: dict = {}
+
+
+def _worker_start(root: str, sources: dict[str, str], coverage: bool) -> None:
+    overlay = (lambda p: sources.get(os.path.realpath(p))) if sources else None
+    _worker.update(project=Project([root], overlay=overlay), sources=sources, coverage=coverage)
+
+
+def _worker_run(item: tuple[int, str]):
+    index, path = item
+    path, real, analysis, problem = _analyse_one(Path(path), _worker["project"],
+                                                 _worker["sources"], _worker["coverage"])
+    if analysis is not None:  # only what the parent reads travels back
+        analysis = Analysis(path=analysis.path, findings=analysis.findings,
+                            foreign=analysis.foreign, coverage=analysis.coverage,
+                            syntax_error=analysis.syntax_error,
+                            internal_error=analysis.internal_error)
+    return index, real, analysis, problem
+
+
+def _analyse_in_processes(files: list[Path], root: Path, options: Options, jobs: int):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # Forked workers start in milliseconds with everything already imported;
+    # the CLI has no threads of its own. Elsewhere (macOS, Windows) spawn.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+
+    def size(p: Path) -> int:
+        try:
+            return os.stat(p).st_size
+        except OSError:
+            return 0
+
+    # Largest first, one file per task: the two workers finish together.
+    order = sorted(range(len(files)), key=lambda i: -size(files[i]))
+    out: list = [None] * len(files)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
+                             initargs=(str(root), options.sources, options.coverage)) as pool:
+        for index, real, analysis, problem in pool.map(
+                _worker_run, [(i, str(files[i])) for i in order], chunksize=1):
+            out[index] = (files[index], real, analysis, problem)
+    return out
 
 
 def _note_reach(reach: dict[str, dict], analysis: Analysis) -> None:
@@ -266,15 +473,34 @@ def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
         _note_reach(reach, analysis)
 
 
-def _note_problems(path: Path, analysis: Analysis, problems: list[Problem]) -> None:
+def _note_problems(path: Path, analysis: Analysis, problems: list[Problem],
+                   text: str | None = None) -> None:
     if analysis.internal_error:
         problems.append(Problem(path, "internal", "pallas-lsp could not analyse this file "
                                 f"({analysis.internal_error}); please report it"))
     if analysis.syntax_error:
         line = int(analysis.syntax_error.split(":")[0].split()[-1]) \
             if analysis.syntax_error.startswith("line ") else 1
-        problems.append(Problem(path, "syntax", f"syntax error, {analysis.syntax_error} "
-                                f"(the rest of the file was still checked)", line))
+        message = analysis.syntax_error.split(": ", 1)[-1]
+        problems.append(Problem(path, "syntax", f"SyntaxError: {message} (the rest of the file "
+                                f"was still checked)", line, _syntax_column(path, line, text)))
+
+
+def _syntax_column(path: Path, line: int, text: str | None) -> int:
+    """The parser's column for the error on `line` (the engine keeps only
+    the line): parse again, which happens for broken files only."""
+    if text is None:
+        text, _ = read_source(path)
+    if text is None:
+        return 1
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        if exc.lineno == line and exc.offset:
+            return max(1, exc.offset)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return 1
 
 
 def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool = True
@@ -291,8 +517,6 @@ def _project_root(paths: list[Path]) -> tuple[Path, bool]:
     folder above the outermost package around it, else the folder given
     (or the file's folder). The flag says whether it is a project or package
     (whose whole tree is indexed) rather than a loose folder."""
-    from pallas_lsp.config import find_pyproject
-
     first = (paths[0] if paths else Path.cwd()).absolute()
     if not first.exists():
         return Path.cwd(), False

@@ -1,21 +1,54 @@
 """Project configuration: `[tool.pallas-lsp]` in the nearest pyproject.toml.
 
     [tool.pallas-lsp]
-    select = ["PAL1", "PAL2"]      # code prefixes to report (default: all)
-    ignore = ["PAL111"]            # code prefixes to drop
-    exclude = ["build/", "third_party/"]   # path fragments `check` skips
+    select = ["PAL1", "PAL2"]          # rule codes or prefixes (default: ALL)
+    extend-select = ["PAL3"]
+    ignore = ["PAL111"]
+    exclude = [...]                    # replaces the default list (see DEFAULT_EXCLUDE)
+    extend-exclude = ["third_party/", "kernels/generated_*.py"]
+    respect-gitignore = true
+    force-exclude = false
+    output-format = "concise"
+    [tool.pallas-lsp.per-file-ignores]
+    "tests/**" = ["PAL3"]
     [tool.pallas-lsp.severity]
-    PAL204 = "warning"             # error | warning | info | hint
+    PAL204 = "warning"                 # error | warning | info | hint
+
+Globs are gitignore-style and relative to the folder of the pyproject.toml
+(the current folder when there is none), so the same file is excluded however
+its path is typed. `pallas-lsp check` rejects unknown keys and codes (exit
+2); the language server reads the same table leniently: what it cannot use
+becomes a warning and the rest applies.
 """
 from __future__ import annotations
 
+import difflib
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pallas_lsp.codes import SelectorError, normalise_selector, specificity
 from pallas_lsp.engine.model import Finding, Severity
+from pallas_lsp.globs import PatternSet
 
 SEVERITIES = ("error", "warning", "info", "hint")
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+
+# Folders (and files) never worth checking, as in ruff; `exclude` replaces the
+# list, `extend-exclude` adds to it.
+DEFAULT_EXCLUDE = (
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
+    ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache",
+    ".svn", ".tox", ".venv", ".vscode", "__pycache__", "__pypackages__", "_build", "buck-out",
+    "build", "dist", "node_modules", "site-packages", "venv", "*.egg-info/",
+)
+
+# Keys other parts of pallas-lsp read from the same table.
+_FOREIGN_KEYS = ("profiles",)  # runs: [tool.pallas-lsp.profiles.NAME]
+KNOWN_KEYS = ("select", "extend-select", "ignore", "extend-ignore", "exclude",
+              "extend-exclude", "per-file-ignores", "extend-per-file-ignores",
+              "respect-gitignore", "force-exclude", "output-format", "severity") + _FOREIGN_KEYS
 
 
 class ConfigError(ValueError):
@@ -23,33 +56,120 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class ProjectConfig:
-    select: tuple[str, ...] = ()
+class Layer:
+    """One source of rule selection (the pyproject.toml, then the command
+    line): `select` replaces what came before, the others adjust it."""
+
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    severity: dict = field(default_factory=dict)
-    source: Path | None = None
 
-    def enabled(self, code: str) -> bool:
-        if self.select and not any(code.startswith(p) for p in self.select):
-            return False
-        return not any(code.startswith(p) for p in self.ignore)
+    def decide(self, code: str, current: bool) -> bool:
+        hits: list[tuple[int, bool]] = []
+        if self.select is not None:
+            current = False
+            hits += [(specificity(s), True) for s in self.select if _hit(code, s)]
+        hits += [(specificity(s), True) for s in self.extend_select if _hit(code, s)]
+        # On a tie, ignore wins (`--select PAL103 --ignore PAL103` is off).
+        hits += [(specificity(s), False) for s in self.ignore if _hit(code, s)]
+        if not hits:
+            return current
+        best = max(h[0] for h in hits)
+        return all(on for spec, on in hits if spec == best)
 
-    def filter(self, findings: list[Finding]) -> list[Finding]:
+
+def _hit(code: str, selector: str) -> bool:
+    return selector == "ALL" or code.startswith(selector)
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    # The file's rule selection (select None: not set, every rule)...
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    overrides: tuple[Layer, ...] = ()  # ...then the command line's
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    respect_gitignore: bool = True
+    force_exclude: bool = False
+    output_format: str | None = None
+    severity: dict = field(default_factory=dict)  # code prefix -> level
+    source: Path | None = None  # the pyproject.toml
+    root: Path | None = None  # globs are relative to it; None: the current folder
+    warnings: tuple[str, ...] = ()  # lenient loading: what was dropped, and why
+
+    # ------------------------------------------------------------ rules
+
+    def enabled(self, code: str, path: str | os.PathLike | None = None) -> bool:
+        on = True  # every rule, unless a layer selects otherwise
+        for layer in (Layer(self.select, self.extend_select, self.ignore),) + self.overrides:
+            on = layer.decide(code, on)
+        if on and path is not None and self.per_file_ignores:
+            on = not any(_hit(code, s) for s in self.ignored_here(path))
+        return on
+
+    def ignored_here(self, path: str | os.PathLike) -> tuple[str, ...]:
+        out: list[str] = []
+        for pattern, codes in self.per_file_ignores:
+            if PatternSet([pattern], str(self.base)).match_or_parents(os.fspath(path)):
+                out.extend(codes)
+        return tuple(out)
+
+    def level(self, code: str) -> str | None:
+        """The configured severity: the longest matching prefix wins."""
+        best = None
+        for prefix, level in self.severity.items():
+            if _hit(code, prefix) and (best is None or specificity(prefix) > specificity(best[0])):
+                best = (prefix, level)
+        return best[1] if best else None
+
+    def filter(self, findings: list[Finding], path: str | os.PathLike | None = None
+               ) -> list[Finding]:
         out = []
         for f in findings:
-            if not self.enabled(f.code):
+            if not self.enabled(f.code, path):
                 continue
-            sev = self.severity.get(f.code)
+            sev = self.level(f.code)
             if sev in ("error", "warning", "info"):
                 f = replace(f, severity=Severity(sev))
             out.append(f)
         return out
 
-    def merged(self, *, select=None, ignore=None) -> ProjectConfig:
-        """Command-line options override select and extend ignore."""
-        return replace(self, select=tuple(select) if select else self.select,
-                       ignore=self.ignore + tuple(ignore or ()))
+    def merged(self, *, select=None, ignore=None, extend_select=None) -> ProjectConfig:
+        """The command line as one more layer on top of the file's."""
+        if select is None and not ignore and not extend_select:
+            return self
+        layer = Layer(select=tuple(select) if select is not None else None,
+                      extend_select=tuple(extend_select or ()), ignore=tuple(ignore or ()))
+        return replace(self, overrides=self.overrides + (layer,))
+
+    # ------------------------------------------------------------ files
+
+    @property
+    def base(self) -> Path:
+        return self.root if self.root is not None else Path.cwd()
+
+    def _excludes(self) -> PatternSet:
+        cached = self.__dict__.get("_exclude_set")
+        if cached is None:
+            cached = PatternSet(self.exclude + self.extend_exclude, str(self.base))
+            object.__setattr__(self, "_exclude_set", cached)
+        return cached
+
+    def excluded_entry(self, path: str, is_dir: bool) -> str | None:
+        """For a walk: the `exclude` pattern matching this file or folder itself."""
+        hit = self._excludes().match(path, is_dir)
+        return hit.text if hit is not None else None
+
+    def excluded_path(self, path: str | os.PathLike, is_dir: bool = False) -> str | None:
+        """For a path not found by a walk: it, or a folder above it, is excluded."""
+        hit = self._excludes().match_or_parents(os.fspath(path), is_dir)
+        return hit.text if hit is not None else None
+
+    def is_excluded(self, path: str | os.PathLike) -> bool:
+        return self.excluded_path(path) is not None
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -61,9 +181,11 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def load_project_config(start: Path) -> ProjectConfig:
+def load_project_config(start: Path, *, strict: bool = False) -> ProjectConfig:
     """Read `[tool.pallas-lsp]` from the pyproject.toml nearest to `start`.
-    Raises ConfigError for a broken file or an invalid value."""
+    A file that is not TOML raises ConfigError. With `strict`, so does every
+    unknown key, code or invalid value; otherwise they are dropped and listed
+    in `warnings`."""
     path = find_pyproject(start)
     if path is None:
         return ProjectConfig()
@@ -73,26 +195,102 @@ def load_project_config(start: Path) -> ProjectConfig:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     section = data.get("tool", {}).get("pallas-lsp")
     if section is None:
-        return ProjectConfig(source=path)
-    return from_mapping(section, where=str(path))
+        return ProjectConfig(source=path, root=path.parent)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [tool.pallas-lsp] must be a table")
+    return from_mapping(section, where=str(path), strict=strict, root=path.parent)
 
 
-def from_mapping(section: dict, where: str = "settings") -> ProjectConfig:
-    def codes(key: str) -> tuple[str, ...]:
-        value = section.get(key, [])
+def from_mapping(section: dict, where: str = "settings", *, strict: bool = True,
+                 root: Path | None = None) -> ProjectConfig:
+    problems: list[str] = []
+
+    def bad(message: str) -> None:
+        if strict:
+            raise ConfigError(f"{where}: {message}")
+        problems.append(f"{where}: {message}")
+
+    for key in section:
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else \
+                f" (known: {', '.join(k for k in KNOWN_KEYS if k not in _FOREIGN_KEYS)})"
+            bad(f"unknown key `{key}` in [tool.pallas-lsp]{hint}")
+
+    def strings(key: str) -> tuple[str, ...] | None:
+        if key not in section:
+            return None
+        value = section[key]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}: `{key}` must be a list of code prefixes, e.g. [\"PAL1\"]")
-        return tuple(v.strip().upper() for v in value)
+            bad(f"`{key}` must be a list of strings, e.g. [\"PAL1\"]")
+            return None
+        return tuple(value)
+
+    def selectors(key: str, values) -> tuple[str, ...]:
+        out = []
+        for v in values:
+            try:
+                out.append(normalise_selector(v, f"`{key}`"))
+            except SelectorError as exc:
+                bad(str(exc))
+        return tuple(out)
+
+    def codes(key: str) -> tuple[str, ...] | None:
+        values = strings(key)
+        return None if values is None else selectors(key, values)
+
+    select = codes("select")
+    extend_select = codes("extend-select") or ()
+    ignore = (codes("ignore") or ()) + (codes("extend-ignore") or ())
+
+    per_file: list[tuple[str, tuple[str, ...]]] = []
+    for key in ("per-file-ignores", "extend-per-file-ignores"):
+        table = section.get(key, {})
+        if not isinstance(table, dict):
+            bad(f"`{key}` must be a table of \"glob\" = [\"CODE\", ...]")
+            continue
+        for pattern, values in table.items():
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                bad(f"`{key}.\"{pattern}\"` must be a list of codes")
+                continue
+            per_file.append((pattern, selectors(f"{key}.\"{pattern}\"", values)))
 
     sev = section.get("severity", {})
+    severity: dict[str, str] = {}
     if not isinstance(sev, dict):
-        raise ConfigError(f"{where}: `severity` must be a table of CODE = \"error|warning|info|hint\"")
+        bad("`severity` must be a table of CODE = \"error|warning|info|hint\"")
+        sev = {}
     for code, level in sev.items():
         if level not in SEVERITIES:
-            raise ConfigError(f"{where}: severity of {code} must be one of {', '.join(SEVERITIES)}")
-    exclude = section.get("exclude", [])
-    if not isinstance(exclude, list) or not all(isinstance(v, str) for v in exclude):
-        raise ConfigError(f"{where}: `exclude` must be a list of path fragments")
-    return ProjectConfig(select=codes("select"), ignore=codes("ignore"), exclude=tuple(exclude),
-                         severity={k.upper(): v for k, v in sev.items()},
-                         source=Path(where) if where != "settings" else None)
+            bad(f"severity of {code} must be one of {', '.join(SEVERITIES)}")
+            continue
+        try:
+            severity[normalise_selector(code, "`severity`")] = level
+        except SelectorError as exc:
+            bad(str(exc))
+
+    flags = {}
+    for key in ("respect-gitignore", "force-exclude"):
+        if key in section:
+            if isinstance(section[key], bool):
+                flags[key] = section[key]
+            else:
+                bad(f"`{key}` must be true or false")
+    output_format = section.get("output-format")
+    if output_format is not None and output_format not in OUTPUT_FORMATS:
+        bad(f"`output-format` must be one of {', '.join(OUTPUT_FORMATS)}")
+        output_format = None
+
+    exclude = strings("exclude")
+    return ProjectConfig(
+        select=select, extend_select=extend_select, ignore=ignore,
+        exclude=exclude if exclude is not None else DEFAULT_EXCLUDE,
+        extend_exclude=strings("extend-exclude") or (),
+        per_file_ignores=tuple(per_file),
+        respect_gitignore=flags.get("respect-gitignore", True),
+        force_exclude=flags.get("force-exclude", False),
+        output_format=output_format,
+        severity=severity,
+        source=Path(where) if where != "settings" else None,
+        root=root,
+        warnings=tuple(problems))

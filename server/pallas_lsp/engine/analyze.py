@@ -120,7 +120,8 @@ def _mirror(f: Finding, site, fpath: str) -> Finding:
     import os
     where = f"{os.path.basename(fpath)}:{f.span.line + 1}"
     return Finding(
-        code=f.code, message=f"In a helper ({where}): {f.message}", span=site,
+        code=f.code, message=f.message, span=site,
+        detail=f"In a helper ({where})" + (f": {f.detail}" if f.detail else ""),
         severity=f.severity,
         related=(Related(replace(f.span, path=""), "the problem is here", path=fpath),)
         + tuple(r for r in f.related if r.path)[:2],

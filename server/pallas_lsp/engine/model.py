@@ -246,11 +246,19 @@ class Related:
 @dataclass(frozen=True)
 class Finding:
     code: str
+    # JAX's own text (the catalog's `jax_message`, formatted), so it can be
+    # searched for; for checks JAX has no message for, a short title of ours.
     message: str
     span: Span
     severity: Severity = Severity.ERROR
     related: tuple[Related, ...] = ()
     fixes: tuple[Fix, ...] = ()
+    detail: str = ""  # our explanation, about the user's own code
+
+    @property
+    def text(self) -> str:
+        """What is shown: JAX's text, then ours after a dash."""
+        return f"{self.message} — {self.detail}" if self.detail else self.message
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def _default_code_url(code: str) -> str | None:
 def to_diagnostic(sel: Selected, uri: str, index: LineIndex, feats: ClientFeatures,
                   settings: Settings) -> types.Diagnostic:
     f = sel.finding
-    message = f.message
+    message = f.text  # JAX's text — ours
     related = None
     if f.related:
         if feats.related_information:

@@ -57,6 +57,9 @@ class ProjectConfigs:
             if self.on_error is not None:
                 self.on_error(f"[tool.pallas-lsp] ignored: {exc}")
             config = None
+        for warning in getattr(config, "warnings", ()):  # read leniently: the rest applies
+            if self.on_error is not None:
+                self.on_error(f"[tool.pallas-lsp]: {warning}")
         with self._lock:
             self._cache[directory] = (now, config)
         return config
@@ -68,11 +71,10 @@ def select(findings: list[Finding], settings: Settings, project=None,
         return []
     project_levels: dict[str, str] = {}
     if project is not None and settings.use_pyproject:
-        exclude = getattr(project, "exclude", ()) or ()
-        if path and any(fragment in path for fragment in exclude):
-            return []  # the same rule as `pallas-lsp check`
+        if path and project.is_excluded(path):
+            return []  # the same globs as `pallas-lsp check`
         try:
-            findings = list(project.filter(findings))
+            findings = list(project.filter(findings, path))
             project_levels = dict(getattr(project, "severity", None) or {})
         except Exception:
             log.exception("project configuration filter failed")

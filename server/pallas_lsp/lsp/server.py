@@ -791,7 +791,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             seen.add(code)
             entry = convert.catalog_entry(code)
             sections.append(hover_mod.catalog_section(
-                code, hover_mod.jax_location(entry, jax_root), sel.finding.message))
+                code, hover_mod.jax_location(entry, jax_root), sel.finding.text))
             span = span or sel.finding.span
 
         # 2. a code in a `# noqa: PAL103` comment

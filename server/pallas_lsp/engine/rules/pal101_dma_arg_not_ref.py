@@ -17,7 +17,8 @@ def check(ctx: Context):
             node = arg.node
             yield Finding(
                 code=CODE,
-                message=f"{MESSAGE} The {role} {explain_value(ctx, node, arg.value)}",
+                message=MESSAGE,
+                detail=f"The {role} {explain_value(ctx, node, arg.value)}",
                 span=ctx.span(node),
                 related=raise_sites(ctx, call, start_ops(call), "start"),
                 fixes=ref_fix(ctx, node),

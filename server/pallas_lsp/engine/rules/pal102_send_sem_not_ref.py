@@ -14,7 +14,8 @@ def check(ctx: Context):
         if arg.present and is_value(arg.value):
             yield Finding(
                 code=CODE,
-                message=f"{MESSAGE} The send semaphore {explain_value(ctx, arg.node, arg.value)}",
+                message=MESSAGE,
+                detail=f"The send semaphore {explain_value(ctx, arg.node, arg.value)}",
                 span=ctx.span(arg.node),
                 related=raise_sites(ctx, call, start_ops(call), "start"),
                 fixes=ref_fix(ctx, arg.node),

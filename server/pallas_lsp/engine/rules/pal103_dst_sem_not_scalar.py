@@ -25,7 +25,8 @@ def shaped_sem(ctx, call, arg, code, role):
     text = ctx.text(arg.node)
     yield Finding(
         code=code,
-        message=(f"{MESSAGE.format(shape=shape)} `{text}` is a whole array of semaphores "
+        message=MESSAGE.format(shape=shape),
+        detail=(f"`{text}` is a whole array of semaphores "
                  f"(shape {shape}); a DMA signals exactly one {role} semaphore, so select it "
                  f"with `{text}.at[i]`."),
         span=ctx.span(arg.node),

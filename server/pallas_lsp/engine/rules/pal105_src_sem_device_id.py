@@ -17,14 +17,16 @@ def check(ctx: Context):
         if _is_none(dev) and send is not None and send.present and not _is_none(send):
             yield Finding(
                 code=CODE,
-                message=(f"{MESSAGE} This remote copy has a send semaphore but `device_id` is "
+                message=MESSAGE,
+                detail=(f"This remote copy has a send semaphore but `device_id` is "
                          f"None: say which device receives the data (e.g. `device_id=(peer,)`), "
                          f"or use `make_async_copy` for a copy on this device."),
                 span=ctx.span(dev.node), fixes=())
         elif _is_none(send) and dev is not None and dev.present and not _is_none(dev):
             yield Finding(
                 code=CODE,
-                message=(f"{MESSAGE} This remote copy has a `device_id` but its send semaphore "
+                message=MESSAGE,
+                detail=(f"This remote copy has a `device_id` but its send semaphore "
                          f"is None: pass a DMA semaphore that is signalled when the data has "
                          f"left this device."),
                 span=ctx.span(send.node), fixes=())

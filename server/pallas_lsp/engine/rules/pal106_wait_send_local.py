@@ -18,7 +18,8 @@ def check(ctx: Context):
                         attr.path)
             yield Finding(
                 code=CODE,
-                message=(f"{MESSAGE} This descriptor comes from `{call.api}` (line "
+                message=MESSAGE,
+                detail=(f"This descriptor comes from `{call.api}` (line "
                          f"{call.node.lineno}), which has no send side; `.wait()` waits for "
                          f"the data to arrive."),
                 span=name,

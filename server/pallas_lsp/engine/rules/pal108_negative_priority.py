@@ -20,7 +20,8 @@ def check(ctx: Context):
                 continue
             yield Finding(
                 code=CODE,
-                message=(f"{MESSAGE.format(priority=p)} Priorities are 0 (the default) or "
+                message=MESSAGE.format(priority=p),
+                detail=(f"Priorities are 0 (the default) or "
                          f"higher; drop the argument to use the default."),
                 span=ctx.span(arg.node),
                 fixes=_drop_priority(ctx, call_node, arg.node),

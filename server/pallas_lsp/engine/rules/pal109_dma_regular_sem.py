@@ -20,7 +20,8 @@ def check(ctx: Context):
                 text = ctx.text(arg.node)
                 yield Finding(
                     code=CODE,
-                    message=(f"{MESSAGE} `{text}` is a {v.sem.value} semaphore ({v.origin or 'see its allocation'}); "
+                    message=MESSAGE,
+                    detail=(f"`{text}` is a {v.sem.value} semaphore ({v.origin or 'see its allocation'}); "
                              f"a DMA needs `pltpu.SemaphoreType.DMA`. `.start()` accepts it, "
                              f"the wait does not."),
                     span=ctx.span(arg.node),

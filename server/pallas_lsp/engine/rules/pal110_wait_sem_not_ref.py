@@ -20,7 +20,8 @@ def check(ctx: Context):
             if arg.present and is_value(arg.value):
                 yield Finding(
                     code=CODE,
-                    message=(f"{MESSAGE} This descriptor is only built to be waited on, and "
+                    message=MESSAGE,
+                    detail=(f"This descriptor is only built to be waited on, and "
                              f"{explain_value(ctx, arg.node, arg.value)}"),
                     span=ctx.span(arg.node),
                     related=raise_sites(ctx, call, waits, "wait"),

@@ -14,7 +14,8 @@ def check(ctx: Context):
             if isinstance(arg.value, Const) and arg.value.value is True:
                 yield Finding(
                     code=CODE,
-                    message=(f"{MESSAGE} `add=True` is rejected by `interpret=True` and by the "
+                    message=MESSAGE,
+                    detail=(f"`add=True` is rejected by `interpret=True` and by the "
                              f"TPU compiler, and TPU interpret mode silently does a plain copy "
                              f"instead. Copy into a scratch buffer and add it with vector code."),
                     span=ctx.span(arg.node),

@@ -14,8 +14,8 @@ def check(ctx: Context):
             continue
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(name=_VERB[op.api], aval='…')} "
-                     f"{explain_value(ctx, arg.node, arg.value)}"),
+            message=MESSAGE.format(name=_VERB[op.api], aval='…'),
+            detail=explain_value(ctx, arg.node, arg.value),
             span=ctx.span(arg.node),
             fixes=ref_fix(ctx, arg.node),
         )

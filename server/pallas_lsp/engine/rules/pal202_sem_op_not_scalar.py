@@ -18,7 +18,8 @@ def check(ctx: Context):
         text = ctx.text(arg.node)
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(name=_VERB[op.api], shape=shape)} `{text}` is an array "
+            message=MESSAGE.format(name=_VERB[op.api], shape=shape),
+            detail=(f"`{text}` is an array "
                      f"of semaphores; pick one with `{text}.at[i]`."),
             span=ctx.span(arg.node),
             fixes=at_fix(ctx, arg.node, v.shape),

@@ -28,7 +28,8 @@ def check(ctx: Context):
             continue
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(name=_VERB[op.api], types='{semaphore, barrier_semaphore}', dtype=got)} "
-                     f"{why}"),
+            message=MESSAGE.format(name=_VERB[op.api], types='{semaphore, barrier_semaphore}',
+                                   dtype=got),
+            detail=why,
             span=ctx.span(arg.node),
         )

@@ -19,7 +19,8 @@ def check(ctx: Context):
         verb = "read" if acc.kind in ("get", "load") else "written"
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(prim=_PRIM[acc.kind])} `{text}` lives in "
+            message=MESSAGE.format(prim=_PRIM[acc.kind]),
+            detail=(f"`{text}` lives in "
                      f"{v.space.value} ({v.origin or 'its BlockSpec'}) and cannot be {verb} "
                      f"with vector loads/stores; copy it to a VMEM buffer with a DMA first."),
             span=ctx.span(acc.node),

@@ -24,7 +24,8 @@ def check(ctx: Context):
                          edits=(Edit(ctx.span(node), f"{text}[...]"),), safe=True),)
         yield Finding(
             code=CODE,
-            message=f"{MESSAGE} `{text}` is a Ref; `{text}[...]` reads its contents.",
+            message=MESSAGE,
+            detail=f"`{text}` is a Ref; `{text}[...]` reads its contents.",
             span=ctx.span(node),
             fixes=fixes,
         )

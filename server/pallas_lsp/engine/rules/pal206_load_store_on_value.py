@@ -14,8 +14,8 @@ def check(ctx: Context):
             continue
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(name=acc.kind, value='…')} "
-                     f"{explain_value(ctx, arg.node, arg.value)}"),
+            message=MESSAGE.format(name=acc.kind, value='…'),
+            detail=explain_value(ctx, arg.node, arg.value),
             span=ctx.span(arg.node),
             fixes=ref_fix(ctx, arg.node),
         )

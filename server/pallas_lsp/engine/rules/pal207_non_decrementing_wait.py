@@ -13,7 +13,8 @@ def check(ctx: Context):
         if isinstance(arg.value, Const) and arg.value.value is False:
             yield Finding(
                 code=CODE,
-                message=(f"{MESSAGE} TPU interpret mode and the TPU compiler only support "
+                message=MESSAGE,
+                detail=(f"TPU interpret mode and the TPU compiler only support "
                          f"waits that decrement the semaphore; read it with "
                          f"`pl.semaphore_read` if you only need its value."),
                 span=ctx.span(arg.node),

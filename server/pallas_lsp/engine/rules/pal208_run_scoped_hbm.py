@@ -9,7 +9,8 @@ def check(ctx: Context):
     for alloc in ctx.events.scoped:
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE} `{ctx.text(alloc.node)}` asks for {alloc.space} memory; "
+            message=MESSAGE,
+            detail=(f"`{ctx.text(alloc.node)}` asks for {alloc.space} memory; "
                      f"run_scoped allocations live in VMEM/SMEM/semaphores. Pass the HBM "
                      f"buffer in as an operand (memory_space=pl.ANY) instead."),
             span=ctx.span(alloc.node),

@@ -53,5 +53,6 @@ def check(ctx: Context):
                                  roll.stride_axis.node, "the stride must run along another axis."))
         if problems:
             message, node, why = problems[0]
-            yield Finding(code=CODE, message=f"{message} pltpu.roll: {why}",
+            yield Finding(code=CODE, message=message,
+                          detail=f"pltpu.roll: {why}",
                           span=ctx.span(node if node is not None else roll.node))

@@ -18,7 +18,8 @@ def check(ctx: Context):
         call = group[0]
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE} This `{call.api}(...)` only describes a copy; nothing happens "
+            message=MESSAGE,
+            detail=(f"This `{call.api}(...)` only describes a copy; nothing happens "
                      f"until `.start()` is called, so the destination is never written. JAX "
                      f"only logs this when the descriptor is garbage-collected."),
             span=ctx.span(call.node.func),

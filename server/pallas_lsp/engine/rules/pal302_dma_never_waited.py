@@ -18,7 +18,8 @@ def check(ctx: Context):
         sem = ctx.text(call.sem.node) if call.sem.node is not None else "its semaphore"
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE}: no `.wait()` in this kernel consumes `{sem}`. In TPU interpret "
+            message=MESSAGE,
+            detail=(f"No `.wait()` in this kernel consumes `{sem}`. In TPU interpret "
                      f"mode the copy is silently dropped (the destination keeps uninitialised "
                      f"data); on a TPU the kernel may read the destination before the data "
                      f"arrives and exits with the semaphore still signalled. Wait on this "

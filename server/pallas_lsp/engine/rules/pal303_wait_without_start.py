@@ -17,7 +17,8 @@ def check(ctx: Context):
         sem = ctx.text(call.sem.node)
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE}: no DMA in this kernel is started on `{sem}`, so this wait can "
+            message=MESSAGE,
+            detail=(f"No DMA in this kernel is started on `{sem}`, so this wait can "
                      f"never be satisfied. The kernel hangs (forever in TPU interpret mode, "
                      f"and on a TPU). Start the copy (`.start()`) before waiting for it."),
             span=ctx.span(wait.node),

@@ -23,7 +23,8 @@ def check(ctx: Context):
         text = ctx.text(arg.node)
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE}: `{text}` is a {v.sem.value} semaphore. `.start()` accepts it, "
+            message=MESSAGE,
+            detail=(f"`{text}` is a {v.sem.value} semaphore. `.start()` accepts it, "
                      f"but the wait for this copy fails (dma_wait requires a DMA semaphore) and "
                      f"the counts do not mean bytes. Allocate `pltpu.SemaphoreType.DMA`."),
             span=ctx.span(arg.node),

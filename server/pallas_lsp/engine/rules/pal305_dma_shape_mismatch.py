@@ -23,16 +23,16 @@ def check(ctx: Context):
         if _known(src.shape) and _known(dst.shape) \
                 and math.prod(src.shape) != math.prod(dst.shape):
             bigger = math.prod(src.shape) > math.prod(dst.shape)
-            problem = (f"the source is {fmt_shape(src.shape)} and the destination "
+            problem = (f"The source is {fmt_shape(src.shape)} and the destination "
                        f"{fmt_shape(dst.shape)}. " +
                        ("JAX does not check this: TPU interpret mode silently copies only what "
                         "fits (truncated data)." if bigger else
                         "JAX does not check this statically: TPU interpret mode fails at run "
                         "time with a broadcast error."))
         elif src.dtype and dst.dtype and src.dtype != dst.dtype:
-            problem = (f"the source is {src.dtype} and the destination {dst.dtype}; a DMA "
+            problem = (f"The source is {src.dtype} and the destination {dst.dtype}; a DMA "
                        f"copies bytes and does not convert (TPU interpret mode fails with a "
                        f"bare AssertionError).")
         if problem:
-            yield Finding(code=CODE, message=f"{MESSAGE}: {problem}",
+            yield Finding(code=CODE, message=MESSAGE, detail=problem,
                           span=ctx.span(call.src.node))

@@ -38,7 +38,8 @@ def check(ctx: Context):
             which = "outputs" if len(specs) == 1 else f"outputs[{i}]"
             yield Finding(
                 code=CODE,
-                message=(f"{MESSAGE} The block {tuple(block)} of {which} (array {tuple(array)}): "
+                message=MESSAGE,
+                detail=(f"The block {tuple(block)} of {which} (array {tuple(array)}): "
                          f"{'; '.join(problems)}. TPU interpret mode runs it; every TPU generation "
                          f"(v4, v5e, v5p, v6e) refuses to compile it."),
                 span=ctx.span(spec_node(launch, "out_specs", i)),

@@ -20,7 +20,8 @@ def check(ctx: Context):
             continue
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(primitive=prims[0])} `{op.name}` binds "
+            message=MESSAGE.format(primitive=prims[0]),
+            detail=(f"`{op.name}` binds "
                      f"{', '.join(f'`{p}`' for p in prims)}, which the TPU TensorCore cannot lower "
                      f"(on any generation); TPU interpret mode runs it on the CPU. Compute it "
                      f"outside the kernel or with operations that lower."),

@@ -42,7 +42,8 @@ def check(ctx: Context):
                 "FloorDiv": "an integer division", "USub": "a negation"}[op.name]
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE} This is {what} of {dtype} vectors: the Mosaic compiler rejects "
+            message=MESSAGE,
+            detail=(f"This is {what} of {dtype} vectors: the Mosaic compiler rejects "
                      f"8-bit vector arithmetic on v4, v5e, v5p and v6e, while TPU interpret mode "
                      f"runs it. Cast to int32 first (`x.astype(jnp.int32)`) and back when storing."),
             span=ctx.span(op.node),

@@ -21,8 +21,9 @@ def check(ctx: Context):
         at_least = "" if est.exact else "at least "
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE.format(size=fmt_bytes(est.total), limit=fmt_bytes(worst), excess=fmt_bytes(est.total - worst))} "
-                     f"(estimated: {at_least}{fmt_bytes(est.total)} of blocks: {parts}; limit "
+            message=MESSAGE.format(size=fmt_bytes(est.total), limit=fmt_bytes(worst),
+                                   excess=fmt_bytes(est.total - worst)),
+            detail=(f"Estimated: {at_least}{fmt_bytes(est.total)} of blocks: {parts}; limit "
                      f"{limits}{' from vmem_limit_bytes' if est.set_limit else ', the defaults'}). "
                      f"Use smaller blocks, or raise `vmem_limit_bytes` in "
                      f"`pltpu.CompilerParams`."),

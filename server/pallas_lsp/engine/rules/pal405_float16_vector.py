@@ -18,7 +18,8 @@ def check(ctx: Context):
             continue
         yield Finding(
             code=CODE,
-            message=(f"{MESSAGE}: this reads a float16 Ref into a vector. The Mosaic compiler "
+            message=MESSAGE,
+            detail=(f"This reads a float16 Ref into a vector. The Mosaic compiler "
                      f"has no float16 vectors (v4, v5e, v5p and v6e refuse it; TPU interpret "
                      f"mode runs it). Use bfloat16, or convert outside the kernel."),
             span=ctx.span(acc.node),
