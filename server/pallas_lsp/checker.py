@@ -328,9 +328,12 @@ def _analyse(files: list[Path], root: Path, project: Project, options: Options
     jobs = _jobs(files, options)
     if jobs > 1:
         try:
-            return _analyse_in_processes(files, root, options, jobs)
+            out = _analyse_in_processes(files, root, options, jobs)
+            options.notes.append(f"analysed {len(files)} files in {jobs} processes")
+            return out
         except (OSError, ImportError, RuntimeError):  # no processes here: one core then
             pass
+    options.notes.append(f"analysed {len(files)} files in this process")
     return [_analyse_one(path, project, options.sources, options.coverage) for path in files]
 
 

@@ -130,7 +130,11 @@ def normalise_selector(text: str, where: str = "") -> str:
         raise SelectorError(f"{prefix}{text!r} cannot be selected or ignored: E001, E902 and "
                             f"E999 mean a file was not fully checked and are always reported "
                             f"(use `exclude` to skip a file)")
-    hint = difflib.get_close_matches(sel, known, n=1, cutoff=0.6)
+    # A letter typed for a digit (PAL1O3, PAL2I1) first, then the nearest code.
+    head = "PAL" if sel.startswith("PAL") else ""
+    lookalike = head + sel[len(head):].replace("O", "0").replace("I", "1").replace("L", "1")
+    hint = [lookalike] if lookalike != sel and any(c.startswith(lookalike) for c in known) \
+        else difflib.get_close_matches(sel, known, n=1, cutoff=0.6)
     did_you_mean = f"; did you mean {hint[0]}?" if hint else ""
     raise SelectorError(f"{prefix}unknown rule code or prefix {text!r}{did_you_mean} "
                         f"(codes: PAL1xx, PAL2xx, PAL3xx, PAL4xx, PAL9xx; `ALL` selects every "

@@ -190,9 +190,17 @@ def summary(rows: list[Row], *, fixed: int = 0, fix_mode: bool = False, unsafe: 
 
 
 def statistics(rows: list[Row]) -> str:
+    """Problems per code, most frequent first, with the rule's name."""
+    from pallas_lsp import catalog
+    from pallas_lsp.codes import TOOL_CODES
+
+    def name(code: str) -> str:
+        entry = catalog.get(code) or TOOL_CODES.get(code)
+        return entry.name if entry is not None else ""
+
     counts: dict[str, list] = {}
     for r in rows:
-        entry = counts.setdefault(r.code, [0, 0, r.message])
+        entry = counts.setdefault(r.code, [0, 0, name(r.code)])
         entry[0] += 1
         entry[1] += r.fixable
     width = max((len(str(c[0])) for c in counts.values()), default=1)
