@@ -36,6 +36,15 @@ def test_special_files_become_rows_and_the_rest_is_checked(tmp_path):
         deep = deep / "d"
         deep.mkdir()
     (deep / "deep_kernel.py").write_text(BUGGY, encoding="utf-8")
+    try:
+        _check_hostile_tree(tmp_path)
+    finally:
+        # pytest removes old temporary folders recursively: a 1,000-deep tree
+        # left behind makes that fail with RecursionError in later sessions.
+        subprocess.run(["rm", "-rf", str(tree / "d")], check=False)
+
+
+def _check_hostile_tree(tmp_path):
 
     t0 = time.monotonic()
     res = check("tree", cwd=tmp_path)

@@ -325,3 +325,70 @@ def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():
     lines = [src.split("\n")[f.span.line] for f in analysis.findings]
     assert [f.code for f in analysis.findings] == ["PAL207"]
     assert analysis.findings[0].span.line < src.index("def gpu_kernel") and "sem, 1" in lines[0]
+
+
+# ---------------------------------------------------------------- ref lists shaped by flags
+
+
+def test_refs_popped_from_the_front_then_unpacked_from_the_back():
+    body = f'''
+    def kernel(*refs, rotary=False):
+        rest = list(refs)
+        x_hbm = rest.pop(0)
+        if rotary:
+            rot_hbm = rest.pop(0)
+        o_hbm = rest.pop(0)
+        *stages, sems = rest
+        c = pltpu.make_async_copy(x_hbm, stages[0], sems)
+        c.start()
+        c.wait()
+
+    def launch(x, r, rotary):
+        specs = [{ANY}, {ANY}] if rotary else [{ANY}]
+        return pl.pallas_call(functools.partial(kernel, rotary=rotary), out_shape={OUT},
+                              in_specs=specs, out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x, r)
+    '''
+    assert _twin(body, "stages[0], sems)", "stages[0], sems.at[0])") == (["PAL103"], [])
+
+
+def test_refs_read_with_iter_and_next():
+    body = f'''
+    def kernel(*refs):
+        it = iter(refs)
+        x_hbm = next(it)
+        o_hbm = next(it)
+        stage, sems = (next(it) for _ in range(2))
+        c = pltpu.make_async_copy(x_hbm, stage, sems)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "stage, sems)", "stage, sems.at[1])") == (["PAL103"], [])
+
+
+def test_launcher_flags_keep_scratch_list_and_kernel_in_step():
+    body = f'''
+    def kernel(x_hbm, o_hbm, *scratch, with_lse):
+        if with_lse:
+            stage, lse_buf, sems = scratch
+        else:
+            stage, sems = scratch
+        c = pltpu.make_async_copy(x_hbm, stage, sems)
+        c.start()
+        c.wait()
+
+    def launch(x, *, with_lse: bool = False):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32)]
+        if with_lse:
+            scratch.append(pltpu.VMEM((8, 128), jnp.float32))
+        scratch.append(pltpu.SemaphoreType.DMA((2,)))
+        return pl.pallas_call(functools.partial(kernel, with_lse=with_lse), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY}, scratch_shapes=scratch)(x)
+    '''
+    assert _twin(body, "stage, sems)", "stage, sems.at[0])") == (["PAL103"], [])

@@ -6,7 +6,9 @@ from dataclasses import replace
 
 from pallas_lsp.engine import backend, noqa
 from pallas_lsp.engine.interp import Interpreter
-from pallas_lsp.engine.model import Analysis, Finding, Related
+from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descriptor, Finding,
+                                     LaunchSite, Ref, Related, Seq, Span)
+from pallas_lsp.engine.values import OperandDecl, join
 from pallas_lsp.engine.rules import RULES
 from pallas_lsp.engine.rules._base import Context
 from pallas_lsp.engine.source import Source, parse
@@ -81,9 +83,14 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     for items in foreign.values():
         items.sort(key=lambda f: (f.span.line, f.span.col, f.code))
     names = sorted(interp.names.values(), key=lambda n: (n.span.line, n.span.col))
+    places = _Places(interp)
+    names = [replace(n, decl=places.decl(n.value.decl)) if getattr(n.value, "decl", None)
+             is not None else n for n in names]
     analysis = Analysis(path=path, findings=findings, names=names, kernels=list(interp.kernels),
                         syntax_error=src.syntax_error, foreign=foreign, deps=set(interp.deps),
-                        missing=set(interp.missing), incomplete=interp.incomplete)
+                        missing=set(interp.missing), incomplete=interp.incomplete,
+                        launches=places.launches(interp.events.launches),
+                        calls=places.calls(interp.api_calls))
     from pallas_lsp.engine.rules._tpu import hover_rows
     analysis.launch_notes = [(span, text) for span, text in hover_rows(events, ctx.span)
                              if not span.path or span.path == src.path]
@@ -91,6 +98,85 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
         from pallas_lsp.engine.coverage import measure
         analysis.coverage = measure(src, interp, events)
     return analysis
+
+
+class _Places:
+    """AST nodes (of any file the analysis read) -> spans, for the editor:
+    where values were declared, where kernels are launched, API calls."""
+
+    def __init__(self, interp: Interpreter):
+        self.interp = interp
+        self.root = interp.src
+
+    def span(self, node) -> Span | None:
+        if node is None or not hasattr(node, "lineno"):
+            return None
+        src = getattr(node, "_pl_src", None)
+        if src is None or src is self.root:
+            return self.root.span(node)
+        return src.span(node)  # carries its file's path
+
+    def decl(self, decl) -> Span | None:
+        if isinstance(decl, OperandDecl):
+            nodes = self.interp.operand_nodes.get(id(decl.launch))
+            if nodes and decl.index < len(nodes) and nodes[decl.index] is not None:
+                return self.span(nodes[decl.index])
+            return self.span(decl.fallback)
+        return self.span(decl)
+
+    def def_name(self, node) -> Span | None:
+        """The name in `def name(...)` (the whole lambda for a lambda)."""
+        span = self.span(node)
+        name = getattr(node, "name", None)
+        if span is None or not name:
+            return span
+        src = getattr(node, "_pl_src", None) or self.root
+        text = src.lines[span.line] if 0 <= span.line < len(src.lines) else ""
+        at = text.find(name, span.col + 4)  # after `def `
+        if at < 0:
+            return span
+        return Span(span.line, at, span.line, at + len(name), span.path)
+
+    def launches(self, launches) -> list[LaunchSite]:
+        out, seen = [], set()
+        for launch in launches:
+            site = LaunchSite(api=launch.api, span=self.span(launch.node), kernel=launch.kernel,
+                              kernel_span=self.def_name(launch.kernel_node),
+                              kernel_def=self.span(launch.kernel_node), bound=launch.bound,
+                              backend=launch.backend)
+            key = (site.api, site.span, site.kernel_span)
+            if key not in seen:
+                seen.add(key)
+                out.append(site)
+        return out
+
+    def calls(self, calls) -> list[ApiCall]:
+        merged: dict[int, list] = {}
+        for node, name, args, kwargs in calls:
+            entry = merged.get(id(node))
+            values = [a.value for a in args] + [a.value for a in kwargs.values()]
+            if entry is None:
+                merged[id(node)] = [node, name, args, list(kwargs.values()), values]
+            elif len(entry[4]) == len(values):
+                entry[4] = [join(a, b) for a, b in zip(entry[4], values)]
+        out = []
+        for node, name, args, kwargs, values in merged.values():
+            if not any(_kernel_value(v) for v in values):
+                continue  # nothing the editor would show (specs, shapes, constants)
+            span = self.span(node)
+            if span is None or span.path:
+                continue
+            items = [CallArg(keyword=a.keyword, span=self.span(a.node), value=v)
+                     for a, v in zip(list(args) + list(kwargs), values)]
+            out.append(ApiCall(api=name, span=span, args=tuple(items)))
+        out.sort(key=lambda c: (c.span.line, c.span.col))
+        return out
+
+
+def _kernel_value(v) -> bool:
+    if isinstance(v, (Ref, Array, Descriptor)):
+        return True
+    return isinstance(v, Seq) and any(isinstance(x, (Ref, Array, Descriptor)) for x in v.items)
 
 
 def _keep(f: Finding, src: Source, table, seen: set, key_path: str = "") -> bool:

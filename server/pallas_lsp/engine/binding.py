@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, ShapeDtype, SliceVal, Spec)
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, OperandDecl, Partial,
+                                      ShapeDtype,
+                                      SliceVal, Spec)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -177,7 +179,8 @@ def to_alloc(value: Value) -> Alloc | None:
     if isinstance(value, Alloc):
         return value
     if isinstance(value, Api) and api.tail(value.name) in api.SEM_TYPES:
-        return Alloc(space=Space.SEMAPHORE, shape=(), sem=SemKind(api.SEM_TYPES[api.tail(value.name)]))
+        return Alloc(space=Space.SEMAPHORE, shape=(), sem=SemKind(api.SEM_TYPES[api.tail(value.name)]),
+                     decl=value.decl)
     return None
 
 
@@ -332,11 +335,11 @@ def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                             has_in_specs=g.has_in_specs, out_specs=g.out_specs,
                             has_out_specs=g.has_out_specs,
                             out_shape=out_shape.value if out_shape else UNKNOWN,
-                            scratch=g.scratch_shapes, node_id=id(node), node=node,
+                            scratch=g.scratch_shapes, node_id=hash((id(node), interp.variant)), node=node,
                             kernel_arg=kernel.node if kernel else None)
     elif gs is not None:
         pc = PallasCallable(kernel=kernel.value if kernel else UNKNOWN, num_prefetch=None,
-                            node_id=id(node))
+                            node_id=hash((id(node), interp.variant)))
     else:
         ins, outs, scr = kwargs.get("in_specs"), kwargs.get("out_specs"), kwargs.get("scratch_shapes")
         pc = PallasCallable(kernel=kernel.value if kernel else UNKNOWN, num_prefetch=0,
@@ -344,7 +347,7 @@ def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                             out_specs=outs.value if outs else UNKNOWN,
                             has_out_specs=outs is not None,
                             out_shape=out_shape.value if out_shape else UNKNOWN,
-                            scratch=scr.value if scr else Seq(), node_id=id(node), node=node,
+                            scratch=scr.value if scr else Seq(), node_id=hash((id(node), interp.variant)), node=node,
                             kernel_arg=kernel.node if kernel else None)
     grid = kwargs.get("grid")
     if grid is None and gs is not None and isinstance(gs.value, GridSpec):
@@ -380,6 +383,12 @@ def _leaves(v: Value) -> list[Value] | None:
 
 
 def _operand_ref(spec: Value, shape_dtype: Value | None, origin: str) -> Ref:
+    ref = _operand_ref_of(spec, shape_dtype, origin)
+    decl = getattr(spec, "decl", None) or getattr(shape_dtype, "decl", None)
+    return replace(ref, decl=decl) if decl is not None else ref
+
+
+def _operand_ref_of(spec: Value, shape_dtype: Value | None, origin: str) -> Ref:
     shape = dtype = None
     if isinstance(shape_dtype, ShapeDtype):
         shape, dtype = shape_dtype.shape, shape_dtype.dtype
@@ -435,7 +444,7 @@ def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) 
 
 
 def _segments_to_args(segments: list[list[Value] | None], params: list[str], required: int,
-                      has_vararg: bool) -> tuple[list[Value] | None, str]:
+                      has_vararg: bool, tail: list[Value] = ()) -> tuple[list[Value] | None, str]:
     """Lay the kernel's parameter segments (prefetch, inputs, outputs,
     scratch; None = count unknown) onto its positional parameters. Known
     segments bind from the front up to the first unknown one, and from the
@@ -452,6 +461,10 @@ def _segments_to_args(segments: list[list[Value] | None], params: list[str], req
     last = max(i for i, seg in enumerate(segments) if seg is None)
     front = [v for seg in segments[:first] for v in seg]
     back = [v for seg in segments[last + 1:] for v in seg]
+    if segments[-1] is None and tail:
+        back = list(tail)  # the known last scratch entries
+    if has_vararg and len(front) >= len(params):
+        return front + [STAR_UNKNOWN] + back, ""  # `*refs` knows its first and last items
     if has_vararg or required != len(params) or not back:
         if len(front) > len(params) and not has_vararg:
             return None, "the launch binds more parameters than the kernel takes"
@@ -484,7 +497,8 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         launch.reason = "the kernel is not a function the engine can see"
         return
     n_pref = pc.num_prefetch
-    prefetch = [Ref(origin=f"scalar prefetch operand #{i}", space=Space.SMEM)
+    prefetch = [Ref(origin=f"scalar prefetch operand #{i}", space=Space.SMEM,
+                    decl=OperandDecl(pc.node, i, pc.node))
                 for i in range(n_pref)] if n_pref is not None else None
     # Inputs: one parameter per top-level in_specs item.
     inputs: list[Value] | None = None
@@ -493,7 +507,8 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         inputs = [_operand_value(s, None, f"input #{i} (in_specs[{i}])", False)
                   for i, s in enumerate(in_items)]
     elif not pc.has_in_specs and n_args is not None and n_pref is not None:
-        inputs = [Ref(origin=f"input #{i} (whole array, no in_specs)", space=Space.VMEM)
+        inputs = [Ref(origin=f"input #{i} (whole array, no in_specs)", space=Space.VMEM,
+                      decl=OperandDecl(pc.node, n_pref + i, pc.node))
                   for i in range(n_args - n_pref)]
     # Outputs: one per top-level out_shape item, described by out_specs.
     outputs: list[Value] | None = None
@@ -520,13 +535,16 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         scratch_pos = [_scratch_value(item, f"scratch_shapes[{i}]") for i, item in enumerate(sv.items)]
     else:
         scratch_pos = None
+    # A scratch list whose length flags decide: its last entries are known.
+    scratch_tail = [_scratch_value(item, f"scratch_shapes[-{len(sv.tail) - i}]")
+                    for i, item in enumerate(sv.tail)] if isinstance(sv, Partial) else []
     positional = _positional_params(kernel)
     if positional is None:
         launch.reason = "the kernel is not a function the engine can see"
         return
     params, has_vararg = positional
     args, reason = _segments_to_args([prefetch, inputs, outputs, scratch_pos], params,
-                                     _required(kernel, params), has_vararg)
+                                     _required(kernel, params), has_vararg, scratch_tail)
     if args is None:
         launch.reason = reason
         return
@@ -615,7 +633,7 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
     else:
         scratch_pos = None
     outputs = None if shapes is None else [
-        Ref(origin=f"output #{i} (out_type)", space=Space.UNKNOWN,
+        Ref(origin=f"output #{i} (out_type)", space=Space.UNKNOWN, decl=getattr(s, "decl", None),
             shape=s.shape if isinstance(s, ShapeDtype) else None,
             dtype=s.dtype if isinstance(s, ShapeDtype) else None)
         for i, s in enumerate(shapes)]
@@ -687,7 +705,7 @@ def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
         for i, s in enumerate(leaves):
             refs.append(_block_ref(s, f"pipeline block ({key}[{i}])"))
     pipe = PipelineCallable(body=body.value, blocks=tuple(refs) if refs is not None else None,
-                            node=node, node_id=id(node))
+                            node=node, node_id=hash((id(node), interp.variant)))
     interp.pending_pipelines.append((pipe, frame))
     return pipe
 
@@ -701,7 +719,7 @@ def _block_ref(s: Value, origin: str) -> Value:
         return UNKNOWN
     ref = _operand_ref(s, None, origin)
     if s.space is None:
-        ref = Ref(origin=ref.origin, space=Space.VMEM, shape=s.block_shape)
+        ref = Ref(origin=ref.origin, space=Space.VMEM, shape=s.block_shape, decl=ref.decl)
     return ref
 
 

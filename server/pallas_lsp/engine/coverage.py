@@ -139,12 +139,20 @@ def measure(src, interp, events: Events) -> FileCoverage:
             cov.sites.append(Site(kind, t, span.line, span.col, True, known, unknown,
                                   "" if known else "the engine reached it but could not tell "
                                   "what " + ", ".join(f"`{r}`" for r in unknown) + " is"))
-    for launch in interp.events.launches:
+    by_node: dict[int, LaunchSite] = {}
+    for launch in interp.events.launches:  # a launch run in several variants counts once
         node = launch.node
         if node is None or getattr(node, "_pl_src", src) is not src:
             continue
-        cov.launches.append(LaunchSite(launch.api, launch.kernel, src.span(node).line,
-                                       launch.bound, launch.backend, launch.reason))
+        key = id(node) if launch.api != "pallas_call" or not launch.kernel else (id(node),
+                                                                                 launch.kernel)
+        old = by_node.get(key)
+        if old is None:
+            by_node[key] = LaunchSite(launch.api, launch.kernel, src.span(node).line,
+                                      launch.bound, launch.backend, launch.reason)
+        elif launch.bound and not old.bound:
+            old.bound, old.reason = True, ""
+    cov.launches.extend(by_node.values())
     seen_launch = {id(launch.node) for launch in interp.events.launches}
     for node in ast.walk(src.tree):
         if isinstance(node, ast.Call) and id(node) not in seen_launch:

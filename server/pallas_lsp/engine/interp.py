@@ -20,9 +20,10 @@ from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, KernelOp, Re
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
+from pallas_lsp.engine.values import declared
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
-                                      Imported, Instance, ModuleRef, SeqOf, ShapeDtype, SliceVal,
-                                      Spec, as_view, join, join_all)
+                                      Imported, Instance, Iter, ModuleRef, Partial, SeqOf,
+                                      ShapeDtype, SliceVal, Spec, as_view, join, join_all)
 
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -127,6 +128,8 @@ class Interpreter:
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.kernels_done: set[int] = set()
+        self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
+        self.api_calls: list = []  # (node, api, args, kwargs) of Pallas calls in this file
         self._kernel_id = 0  # kernel of the frame being executed (for events)
         self._kernel_count = 0
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
@@ -136,6 +139,7 @@ class Interpreter:
         self.deps: set[str] = set()  # other files read
         self.incomplete: str | None = None  # why the analysis stopped early, if it did
         self._property_frame: Frame | None = None  # where a property getter runs from
+        self.variant: object = 0  # which launcher flag combination is running (0: none)
 
     # ------------------------------------------------------------ driver
 
@@ -169,6 +173,22 @@ class Interpreter:
                     self.call_func(func, [], {}, frame, unknown_params=True)
                     self._flush_pending()
                     self._run_escaped(frame)
+            # Launchers with boolean flags: each combination is real code, and
+            # running them one by one keeps the flags that shape a ref list
+            # and the kernel that unpacks it in step.
+            for node in functions:
+                if not _mentions(node, lines):
+                    continue
+                variants = _flag_variants(node)
+                defaults = self._default_values(node, frame) if variants else {}
+                for n, fixed in enumerate(variants, start=1):
+                    fixed = {**defaults, **fixed}
+                    self.variant = (id(node), n)
+                    func = Func(node=node, scope=self.module_scope)
+                    self.call_func(func, [], fixed, frame, unknown_params=True)
+                    self._flush_pending()
+                    self._run_escaped(frame)
+                self.variant = 0
         except Budget:
             self.events.truncated.add(-1)  # every kernel
             self.incomplete = (f"the analysis stopped after {MAX_STEPS:,} steps (the file is very "
@@ -313,16 +333,23 @@ class Interpreter:
         return (getattr(node, "_pl_src", None) or self.src).segment(node)
 
     def deref(self, value: Value) -> Value:
-        """What an imported name is, reading its module if needed."""
-        if isinstance(value, Imported):
+        """What an imported name is, reading its module if needed (following
+        re-exports, at most a few hops; import cycles end as Unknown)."""
+        seen: set = set()
+        while isinstance(value, Imported):
+            if value in seen or len(seen) > 16:
+                return UNKNOWN
+            seen.add(value)
             mod = self.load_module(value.path)
             if mod is None:
                 return UNKNOWN
             found = mod.scope.vars.get(value.name)
-            if found is None:
+            if found is None or found == value:
+                # `from pkg import mod` (a submodule), or a module that
+                # imports the name from itself while still loading.
                 sub = self.project.submodule(mod.path, value.name)
                 return ModuleRef(path=_real(sub)) if sub else UNKNOWN
-            return self.deref(found) if isinstance(found, Imported) else found
+            value = found
         return value
 
     def module_attr(self, ref: ModuleRef, attr: str) -> Value:
@@ -347,6 +374,9 @@ class Interpreter:
         """Plain classes, dataclasses and NamedTuples become ClassVals (kernels
         keep descriptors and Refs in them); anything fancier stays Unknown."""
         bases = [self.eval(b, frame) for b in node.bases]
+        if any(isinstance(b, Api) and b.name.split(".")[-1] in _ENUM_BASES for b in bases):
+            self._enum_class(node, frame)
+            return
         decorators = [self.eval(d.func if isinstance(d, ast.Call) else d, frame)
                       for d in node.decorator_list]
         record = any(isinstance(d, Api) and d.name in ("dataclasses.dataclass", "dataclass")
@@ -379,6 +409,34 @@ class Interpreter:
         cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
         object.__setattr__(cls, "kinds", kinds)
         frame.scope.vars[node.name] = cls
+
+    def _default_values(self, func: ast.AST, frame: Frame) -> dict:
+        """The other parameters' defaults, evaluated as Python does at def
+        time (module constants, enum members): a flag variant is the default
+        configuration with those flags set."""
+        a = func.args
+        positional = list(a.posonlyargs) + list(a.args)
+        pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
+            + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        out = {}
+        for p, d in pairs:
+            v = self.eval(d, frame)
+            if isinstance(v, Const) or (isinstance(v, Seq) and not v.items):
+                out[p.arg] = v
+        return out
+
+    def _enum_class(self, node: ast.ClassDef, frame: Frame) -> None:
+        """An Enum: its members are constants (flags like `weight_format ==
+        Format.FP4` then decide branches); the rest of the class is opaque."""
+        members = {}
+        for stmt in node.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+                [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else [])
+            for t in targets:
+                if isinstance(t, ast.Name) and not t.id.startswith("_"):
+                    members[t.id] = Const(value=f"{node.name}.{t.id}")
+        frame.scope.vars[node.name] = Seq(items=tuple(members.values()),
+                                          keys=tuple(members), origin=f"enum {node.name}")
 
     def _method_kind(self, stmt: ast.FunctionDef, frame: Frame) -> str | None:
         """method | static | class | property; None for decorators that run
@@ -539,8 +597,11 @@ class Interpreter:
             self.record_name(target, value, frame, is_assign=True)
         elif isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
-            items = value.items if isinstance(value, Seq) else None
             star = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), None)
+            if isinstance(value, Partial):
+                self.assign_partial(elts, star, value, frame)
+                return
+            items = value.items if isinstance(value, Seq) else None
             for i, elt in enumerate(elts):
                 if isinstance(elt, ast.Starred):
                     if items is not None and len(items) >= len(elts) - 1:
@@ -573,6 +634,30 @@ class Interpreter:
                 self.escape(value)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, UNKNOWN, frame, None)
+
+    def assign_partial(self, elts, star, value: Partial, frame: Frame) -> None:
+        """`a, b, c = xs` where only some of xs's items are known: Python
+        insists the length matches, so position i is head[i] from the front
+        and, counted from the back, tail[-k]."""
+        n = len(elts)
+        after = n - star - 1 if star is not None else None
+        for i, elt in enumerate(elts):
+            if isinstance(elt, ast.Starred):
+                rest_tail = value.tail[:len(value.tail) - after] if after else value.tail
+                self.assign(elt.value, Partial(head=value.head[i:], tail=rest_tail,
+                                               elem=value.elem), frame, None)
+                continue
+            v: Value = UNKNOWN
+            if star is None or i < star:
+                if i < len(value.head):
+                    v = value.head[i]
+                elif star is None and n - i <= len(value.tail):
+                    v = value.tail[len(value.tail) - (n - i)]
+            else:
+                k = n - i  # position from the back
+                if k <= len(value.tail):
+                    v = value.tail[len(value.tail) - k]
+            self.assign(elt, v, frame, None)
 
     def store_subscript(self, target: ast.Subscript, base: Value, value: Value, value_node,
                         frame: Frame) -> None:
@@ -658,9 +743,11 @@ class Interpreter:
         base = self.eval(node.value, frame)
         attr = node.attr
         if isinstance(base, Api):
-            return Api(name=api.join(base.name, attr))
+            return Api(name=api.join(base.name, attr), decl=node)
         if isinstance(base, ModuleRef):
             return self.module_attr(base, attr)
+        if isinstance(base, Seq) and base.keys is not None and base.origin.startswith("enum "):
+            return base.items[base.keys.index(attr)] if attr in base.keys else UNKNOWN
         if isinstance(base, Instance):
             if attr in base.attrs:
                 return base.attrs[attr]
@@ -707,9 +794,18 @@ class Interpreter:
                                         node.slice)
             self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind="get", node=node,
                                                   ref=Arg(node.value, base)))
-            return Array(origin=f"read of {self.segment(node.value)}", shape=shape,
+            return Array(origin=f"read of {self.segment(node.value)}", shape=shape, decl=base.decl,
                          dtype=base.dtype, sem=base.sem)
         index = self.eval(node.slice, frame)
+        if isinstance(base, Partial):
+            if isinstance(index, Const) and isinstance(index.value, int) \
+                    and not isinstance(index.value, bool):
+                i = index.value
+                if 0 <= i < len(base.head):
+                    return base.head[i]
+                if -len(base.tail) <= i < 0:
+                    return base.tail[i]
+            return UNKNOWN
         if isinstance(base, SeqOf):
             if isinstance(index, SliceVal) or isinstance(node.slice, ast.Slice):
                 return base
@@ -770,6 +866,10 @@ class Interpreter:
         if isinstance(op, ast.Add) and isinstance(a, Seq) and isinstance(b, Seq) \
                 and a.keys is None and b.keys is None and len(a.items) + len(b.items) <= MAX_SEQ:
             return Seq(items=a.items + b.items)
+        if isinstance(op, ast.Add) and (isinstance(a, Partial) or isinstance(b, Partial)):
+            return _concat_partial(a, b)
+        if isinstance(op, ast.MatMult) and isinstance(a, Alloc):
+            return a  # `pltpu.SemaphoreType.DMA(...) @ mesh`: placed on that mesh's cores
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
             return _const_binop(a.value, b.value, op)
         return UNKNOWN
@@ -804,6 +904,8 @@ class Interpreter:
             known = _is_none(vals[0])
             if known is not None:
                 return Const(value=known if isinstance(node.ops[0], ast.Is) else not known)
+        if len(node.ops) == 1 and all(isinstance(v, Const) for v in vals):
+            return _const_compare(vals[0].value, vals[1].value, node.ops[0])
         return UNKNOWN
 
     def expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
@@ -812,7 +914,17 @@ class Interpreter:
             return self.eval(node.body, frame)
         if truth is False:
             return self.eval(node.orelse, frame)
-        return join(self.eval(node.body, frame), self.eval(node.orelse, frame))
+        # Each side in its own scope (`next(it) if c else None` reads only
+        # on one of them), merged afterwards.
+        saved = frame.scope
+        a, b = saved.fork(), saved.fork()
+        frame.scope = a
+        va = self.eval(node.body, frame)
+        frame.scope = b
+        vb = self.eval(node.orelse, frame)
+        frame.scope = saved
+        saved.merge(a, b, self._lost)
+        return join(va, vb)
 
     def expr_Yield(self, node: ast.Yield, frame: Frame) -> Value:
         """A generator: what it yields is what iterating over its result gives."""
@@ -890,6 +1002,22 @@ class Interpreter:
     def expr_Call(self, node: ast.Call, frame: Frame) -> Value:
         func = self.eval(node.func, frame)
         args, kwargs = self.eval_args(node, frame)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "pop" \
+                and isinstance(node.func.value, ast.Name):
+            current = frame.scope.lookup(node.func.value.id)
+            if isinstance(current, (Seq, Partial)) and (not isinstance(current, Seq)
+                                                        or current.keys is None):
+                item, rest = self._popped(current, args)
+                frame.scope.vars[node.func.value.id] = rest
+                return item
+        if isinstance(node.func, ast.Name) and node.func.id == "next" and func is UNKNOWN \
+                and args and isinstance(node.args[0], ast.Name):
+            it = frame.scope.lookup(node.args[0].id)
+            if isinstance(it, Iter):
+                item, rest = self._popped(it.rest, [Arg(None, Const(value=0))]) \
+                    if isinstance(it.rest, (Seq, Partial)) else (UNKNOWN, UNKNOWN)
+                frame.scope.vars[node.args[0].id] = Iter(rest=rest)
+                return item
         if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
             receiver = node.func.value
             if isinstance(receiver, ast.Name):
@@ -906,8 +1034,18 @@ class Interpreter:
                     current: Value | None) -> None:
         """`refs.append(r)` / `self.refs.extend(more)`: a list is a value here,
         so rebind the name to the grown list (or forget it when we cannot say)."""
+        if isinstance(current, Partial) and method == "pop":
+            where[name] = self._popped(current, args)[1]
+            return
+        if isinstance(current, Partial) and method in ("append", "extend") and len(args) == 1:
+            added = Seq(items=(args[0].value,)) if method == "append" else args[0].value
+            where[name] = _concat_partial(current, added)
+            return
         if not isinstance(current, (Seq, SeqOf)) or (isinstance(current, Seq)
                                                       and current.keys is not None):
+            return
+        if isinstance(current, Seq) and method == "pop":
+            where[name] = self._popped(current, args)[1]
             return
         new: Value = UNKNOWN
         if isinstance(current, Seq) and method == "append" and len(args) == 1:
@@ -925,6 +1063,25 @@ class Interpreter:
         if new is UNKNOWN:
             self.escape(current)
         where[name] = new
+
+    def _popped(self, current: Value, args: list[Arg]) -> tuple[Value, Value]:
+        """(item, what is left) for `xs.pop()` / `xs.pop(0)` / `xs.pop(-1)`."""
+        where = args[0].value if args else Const(value=-1)
+        i = where.value if isinstance(where, Const) and isinstance(where.value, int) else None
+        if isinstance(current, Seq):
+            items = current.items
+            if i is None or not items or not -len(items) <= i < len(items):
+                return UNKNOWN, UNKNOWN
+            rest = items[:i] + items[i + 1:] if i != -1 else items[:-1]
+            return items[i], Seq(items=rest)
+        if isinstance(current, Partial):
+            if i == 0:
+                return (current.head[0] if current.head else UNKNOWN), current.drop_first()
+            if i == -1:
+                last = current.tail[-1] if current.tail else UNKNOWN
+                return last, Partial(head=current.head[:-1], tail=current.tail[:-1],
+                                     elem=current.elem)
+        return UNKNOWN, UNKNOWN
 
     def eval_args(self, node: ast.Call, frame: Frame):
         args: list[Arg] = []
@@ -952,6 +1109,10 @@ class Interpreter:
     def iter_item(self, it: Value) -> Value:
         if isinstance(it, SeqOf):
             return it.elem
+        if isinstance(it, Partial):
+            return it.elem
+        if isinstance(it, Iter):
+            return self.iter_item(it.rest)
         if isinstance(it, Seq):
             return self.join_values(list(it.items)) if it.items else UNKNOWN
         if isinstance(it, _Zip):
@@ -965,7 +1126,10 @@ class Interpreter:
     def call(self, func: Value, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
              frame: Frame) -> Value:
         if isinstance(func, Api):
-            return self.call_api(func.name, args, kwargs, node, frame)
+            if func.name.startswith(("pl.", "pltpu.")) and (frame.mod is None
+                                                            or frame.mod is self.root):
+                self.api_calls.append((node, func.name, args, kwargs))
+            return declared(self.call_api(func.name, args, kwargs, node, frame), node)
         if isinstance(func, Func):
             return self.call_func(func, [a.value for a in args],
                                   {k: a.value for k, a in kwargs.items()}, frame, call_node=node)
@@ -1123,6 +1287,7 @@ class Interpreter:
         star_at = next((i for i, v in enumerate(args) if v is _STAR_UNKNOWN), None)
         star = star_at is not None
         from_back: dict[str, Value] = {}
+        after: list[Value] = []
         if star:
             after = args[star_at + 1:]
             args = args[:star_at]
@@ -1133,7 +1298,7 @@ class Interpreter:
         values: dict[str, Value] = {}
         for i, p in enumerate(positional):
             if unknown_params:
-                v = UNKNOWN
+                v = kwargs.get(p.arg, UNKNOWN)  # a launcher variant fixes its flags
             elif star and i >= star_at:
                 v = from_back.get(p.arg, UNKNOWN)
             elif i < len(args):
@@ -1145,12 +1310,20 @@ class Interpreter:
             values[p.arg] = v
         if a.vararg is not None:
             extra = args[len(positional):] if not (unknown_params or star) else None
-            if star and not unknown_params and len(args) > len(positional):
-                extra = None
-            values[a.vararg.arg] = Seq(items=tuple(extra)) if extra is not None else UNKNOWN
+            if extra is not None:
+                values[a.vararg.arg] = Seq(items=tuple(extra))
+            elif star and not unknown_params and star_at >= len(positional):
+                # `*refs` of unknown length: its first items are the known
+                # arguments before the unknown part, its last the ones after.
+                head = tuple(args[len(positional):star_at])
+                tail = tuple(after) if after and _STAR_UNKNOWN not in after else ()
+                values[a.vararg.arg] = Partial(head=head, tail=tail,
+                                               elem=join_all(list(head) + list(tail)))
+            else:
+                values[a.vararg.arg] = UNKNOWN
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
             if unknown_params:
-                values[p.arg] = UNKNOWN
+                values[p.arg] = kwargs.get(p.arg, UNKNOWN)
             elif p.arg in kwargs:
                 values[p.arg] = kwargs[p.arg]
             else:
@@ -1243,7 +1416,7 @@ class Interpreter:
                 self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind=t, node=node, ref=ref, value=val))
                 if t == "load":
                     shape = ref.value.shape if isinstance(ref.value, Ref) else None
-                    return Array(origin="load", shape=shape,
+                    return Array(origin="load", shape=shape, decl=getattr(ref.value, "decl", None),
                                  dtype=getattr(ref.value, "dtype", None))
             return Const(value=None)
         if t == "roll":
@@ -1261,6 +1434,12 @@ class Interpreter:
             return binding.pallas_call(self, args, kwargs, node, frame)
         if t == "kernel":
             body = _pick(args, kwargs, 0, "body")
+            if body is not None and isinstance(body.value, Seq) and body.value.items \
+                    and all(isinstance(b, Func) for b in body.value.items):
+                # Several bodies (SparseCore: one per mesh), each bound alike.
+                for one in body.value.items:
+                    binding.pl_kernel(self, one, kwargs, frame, node)
+                return UNKNOWN
             if body is None or not isinstance(body.value, Func):
                 return binding.KernelDecorator(kwargs=tuple(kwargs.items()))
             return binding.pl_kernel(self, body.value, kwargs, frame, node)
@@ -1431,7 +1610,7 @@ class Interpreter:
                                                   call=call_node))
         line = getattr(call_node, "lineno", 0)
         col = getattr(a.node, "col_offset", 0)
-        return alloc.to_ref(f"pl.run_scoped allocation (line {line}, col {col})")
+        return alloc.to_ref(f"pl.run_scoped allocation (line {line}, col {col})", a.node)
 
     def fori_loop(self, args: list[Arg], kwargs: dict[str, Arg], frame: Frame) -> Value:
         body = _pick(args, kwargs, 2, "body_fun")
@@ -1448,6 +1627,7 @@ class Interpreter:
         return join(join(carry, out), out2)
 
     def invoke_pallas_callable(self, pc, args: list[Arg], frame: Frame) -> Value:
+        self.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
         binding.run_kernel(self, pc, len(args) if not any(
             a.value is _STAR_UNKNOWN for a in args) else None, frame)
         return UNKNOWN
@@ -1491,6 +1671,38 @@ def _builtin_len(args):
 def _builtin_tuple(args):
     if args and isinstance(args[0].value, Seq):
         return Seq(items=args[0].value.items)
+    if args and isinstance(args[0].value, (Partial, SeqOf)):
+        return args[0].value
+    if args and isinstance(args[0].value, Iter):
+        return args[0].value.rest
+    return UNKNOWN
+
+
+def _concat_partial(a: Value, b: Value) -> Value:
+    """`xs + ys` where one side's length is unknown: the front of the left
+    and the back of the right are still known."""
+    def parts(v):
+        if isinstance(v, Seq) and v.keys is None:
+            return v.items, v.items, True
+        if isinstance(v, Partial):
+            return v.head, v.tail, False
+        return None
+    pa, pb = parts(a), parts(b)
+    if pa is None or pb is None:
+        return UNKNOWN
+    head = pa[0] + pb[0] if pa[2] else pa[0]
+    tail = pa[1] + pb[1] if pb[2] else pb[1]
+    elems = list(pa[0]) + list(pa[1]) + list(pb[0]) + list(pb[1])
+    return Partial(head=tuple(head[:MAX_SEQ]), tail=tuple(tail[-MAX_SEQ:]),
+                   elem=join_all(elems) if len(elems) <= 64 else UNKNOWN)
+
+
+def _builtin_iter(args):
+    if args and isinstance(args[0].value, (Seq, Partial, SeqOf)):
+        v = args[0].value
+        if isinstance(v, Seq) and v.keys is not None:
+            return UNKNOWN
+        return Iter(rest=v)
     return UNKNOWN
 
 
@@ -1513,6 +1725,7 @@ _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", 
 
 _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
              "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_range,
+             "iter": _builtin_iter,
              "isinstance": _builtin_unknown, "print": _builtin_unknown,
              "int": _builtin_unknown, "max": _builtin_unknown, "min": _builtin_unknown}
 
@@ -1568,6 +1781,33 @@ MAX_INT_BITS = 256  # constant folding beyond this is not shape arithmetic: Unkn
 MAX_SEQ = 4096  # longest list/tuple the engine keeps item by item
 
 
+_ENUM_BASES = {"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"}
+_SIMPLE = (int, float, str, bool, type(None))
+
+
+def _const_compare(a, b, op) -> Value:
+    """Fold comparisons of plain constants (ints, strings, enum members)."""
+    if not (isinstance(a, _SIMPLE) and isinstance(b, _SIMPLE)):
+        return UNKNOWN
+    try:
+        if isinstance(op, (ast.Eq, ast.Is)):
+            return Const(value=a == b)
+        if isinstance(op, (ast.NotEq, ast.IsNot)):
+            return Const(value=a != b)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            if isinstance(op, ast.Lt):
+                return Const(value=a < b)
+            if isinstance(op, ast.LtE):
+                return Const(value=a <= b)
+            if isinstance(op, ast.Gt):
+                return Const(value=a > b)
+            if isinstance(op, ast.GtE):
+                return Const(value=a >= b)
+    except TypeError:
+        return UNKNOWN
+    return UNKNOWN
+
+
 def _const_binop(a, b, op) -> Value:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         return UNKNOWN
@@ -1604,6 +1844,36 @@ def _wrong_arity(node, args: list, kwargs: dict) -> bool:
 
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
 _LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
+
+
+MAX_VARIANTS = 8
+
+
+def _flag_variants(func: ast.AST) -> list[dict]:
+    """Flag settings to run a launcher with: every combination of up to
+    three boolean parameters with a literal default, else the defaults and
+    each flag flipped alone. [] when it has no such flag."""
+    import itertools
+    a = func.args
+    positional = list(a.posonlyargs) + list(a.args)
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
+        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    flags = [(p.arg, d.value) for p, d in pairs
+             if isinstance(d, ast.Constant) and isinstance(d.value, bool)]
+    # `flag: bool` without a default is a flag too (the default counts as False).
+    defaulted = {p.arg for p, _ in pairs}
+    flags += [(p.arg, False) for p in positional + list(a.kwonlyargs)
+              if p.arg not in defaulted and isinstance(p.annotation, ast.Name)
+              and p.annotation.id == "bool"]
+    if not flags:
+        return []
+    if len(flags) <= 3:
+        combos = itertools.product((False, True), repeat=len(flags))
+        return [{name: Const(value=v) for (name, _), v in zip(flags, combo)} for combo in combos]
+    out = [{name: Const(value=d) for name, d in flags}]
+    for name, d in flags[:MAX_VARIANTS - 1]:
+        out.append({**out[0], name: Const(value=not d)})
+    return out
 
 
 def _mentions(func: ast.AST, lines: list[int]) -> bool:

@@ -87,6 +87,9 @@ class Ref(Value):
     # keep it, so `sems.at[0]` and `sems.at[1]` share a root. "?" = unknown.
     root: str = ""
     nullable: bool = False  # may be None instead (an optional operand or allocation)
+    # What made it (go to the spec): the BlockSpec / allocation call node, or
+    # an OperandDecl. Not part of the value's identity.
+    decl: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if not self.root and self.origin:
@@ -114,6 +117,7 @@ class Array(Value):
     shape: Shape | None = None
     dtype: str | None = None
     sem: SemKind | None = None
+    decl: object = field(default=None, compare=False, repr=False)  # of the Ref it was read from
 
     def describe(self) -> str:
         if self.sem is not None:
@@ -129,6 +133,7 @@ class Descriptor(Value):
 
     remote: bool | None = None
     call_ids: frozenset = frozenset()  # ids of the DmaCall events that may have built it
+    decl: object = field(default=None, compare=False, repr=False)  # the copy call
 
     def describe(self) -> str:
         if self.remote is None:
@@ -179,6 +184,9 @@ class Api(Value):
     """A Pallas API object, by canonical name, e.g. 'pltpu.make_async_copy'."""
 
     name: str = ""
+    # The attribute node that named it (`pltpu.SemaphoreType.DMA` used bare
+    # as an allocation); not part of the value's identity.
+    decl: object = field(default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         return self.name
@@ -271,6 +279,38 @@ class NameInfo:
     value: Value
     is_param: bool = False  # a kernel/body parameter (gets an inlay hint)
     is_assign: bool = False  # the target of an assignment
+    decl: Span | None = None  # what made the value (its BlockSpec, allocation, operand, copy)
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    """A kernel launch (pallas_call, pl.kernel, core_map, emit_pipeline).
+    Spans with an empty path are in the analysed file."""
+
+    api: str
+    span: Span | None  # the launching call
+    kernel: str  # the kernel function's name ("" when unknown)
+    kernel_span: Span | None  # the kernel's name in its def (or the lambda)
+    kernel_def: Span | None  # the whole def
+    bound: bool  # its parameters were bound and its body run
+    backend: str = "tpu"
+
+
+@dataclass(frozen=True)
+class CallArg:
+    keyword: str | None  # None: positional
+    span: Span | None  # the argument expression (None: from **kwargs / *args)
+    value: Value
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """A Pallas API call the engine evaluated, with the values of its
+    arguments (joined over every time it ran)."""
+
+    api: str  # canonical name, e.g. "pltpu.make_async_copy"
+    span: Span  # the whole call
+    args: tuple[CallArg, ...] = ()
 
 
 @dataclass
@@ -288,6 +328,8 @@ class Analysis:
     # (Span of a TPU pallas_call, markdown of its scoped VMEM estimate), for the hover
     launch_notes: list = field(default_factory=list)
     incomplete: str | None = None  # the analysis stopped early (step budget), and why
+    launches: list[LaunchSite] = field(default_factory=list)
+    calls: list[ApiCall] = field(default_factory=list)  # Pallas API calls in this file
     syntax_error: str | None = None  # first syntax error, if any (file still analysed)
     internal_error: str | None = None  # the engine failed on this file (a bug to report)
 

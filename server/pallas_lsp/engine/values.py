@@ -2,7 +2,7 @@
 join used where control flow merges."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pallas_lsp.engine.model import (Array, Const, Descriptor, Func, Ref, SemKind, Seq, Shape,
                                      Space, Unknown, Value)
@@ -17,6 +17,7 @@ class Spec(Value):
     space: Space | None = None  # None: not given (default VMEM block)
     block_shape: Shape | None = None
     nullable: bool = False  # `spec if x is not None else None`
+    decl: object = field(default=None, compare=False, repr=False)  # the BlockSpec(...) call
 
     def describe(self) -> str:
         return "BlockSpec"
@@ -32,10 +33,11 @@ class Alloc(Value):
     dtype: str | None = None
     sem: SemKind | None = None
     nullable: bool = False  # `None if c else pltpu.VMEM(...)`
+    decl: object = field(default=None, compare=False, repr=False)  # the allocating call
 
-    def to_ref(self, origin: str) -> Ref:
+    def to_ref(self, origin: str, decl: object = None) -> Ref:
         return Ref(origin=origin, space=self.space, shape=self.shape, dtype=self.dtype,
-                   sem=self.sem, nullable=self.nullable)
+                   sem=self.sem, nullable=self.nullable, decl=self.decl or decl)
 
     def describe(self) -> str:
         return "allocation"
@@ -47,6 +49,7 @@ class ShapeDtype(Value):
 
     shape: Shape | None = None
     dtype: str | None = None
+    decl: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class GridSpec(Value):
     has_in_specs: bool = False
     has_out_specs: bool = False
     grid: Value = UNKNOWN
+    decl: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,33 @@ class SeqOf(Value):
 
     def describe(self) -> str:
         return f"[{self.elem.describe()}, …]"
+
+
+@dataclass(frozen=True)
+class Partial(Value):
+    """A list whose length is not known but whose first and/or last items
+    are: what a list becomes when flags decide how many items it has
+    (`refs.pop(0) if rotary else ...`), or `*refs` bound from the front and
+    the back. `elem` joins every item seen (for loops over it)."""
+
+    head: tuple = ()
+    tail: tuple = ()
+    elem: Value = UNKNOWN
+
+    def describe(self) -> str:
+        return f"[{', '.join(v.describe() for v in self.head[:3])}, …]"
+
+    def drop_first(self) -> "Partial":
+        # The list may have been exactly `tail` long: dropping its first item
+        # may consume tail[0], so only tail[1:] stays certain.
+        return Partial(head=self.head[1:], tail=self.tail[1:], elem=self.elem)
+
+
+@dataclass(frozen=True)
+class Iter(Value):
+    """`iter(xs)`: what is left to read. `next(it)` rebinds the name."""
+
+    rest: Value = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -128,6 +159,33 @@ class ModuleRef(Value):
         return f"module {self.path}"
 
 
+@dataclass(frozen=True)
+class OperandDecl:
+    """Where a kernel parameter bound to a launch operand comes from: the
+    `index`-th argument of the call of the `launch` (pallas_call) node, once
+    that call is seen (the kernel is often bound before it); `fallback`
+    otherwise."""
+
+    launch: object = None
+    index: int = 0
+    fallback: object = None
+
+
+_DECLARED = (Spec, Alloc, ShapeDtype, GridSpec, Descriptor, Ref)
+
+
+def declared(value: Value, node) -> Value:
+    """`value` remembering the call that made it (specs, allocations,
+    descriptors: what "go to the spec" jumps to)."""
+    if isinstance(value, _DECLARED) and value.decl is None and node is not None:
+        return replace(value, decl=node)
+    return value
+
+
+def _same_decl(a: Value, b: Value):
+    return a.decl if a.decl is b.decl or a.decl == b.decl else None
+
+
 MAX_CHOICES = 4
 _NULLABLE = (Ref, Spec, Alloc)
 
@@ -154,7 +212,8 @@ def join(a: Value, b: Value) -> Value:
         return replace(a, nullable=True)
     if isinstance(a, Descriptor) and isinstance(b, Descriptor):
         remote = a.remote if a.remote == b.remote else None
-        return Descriptor(origin=a.origin, remote=remote, call_ids=a.call_ids | b.call_ids)
+        return Descriptor(origin=a.origin, remote=remote, call_ids=a.call_ids | b.call_ids,
+                          decl=_same_decl(a, b))
     if isinstance(a, Ref) and isinstance(b, Ref):
         return Ref(origin=a.origin if a.origin == b.origin else "",
                    space=a.space if a.space == b.space else Space.UNKNOWN,
@@ -163,21 +222,55 @@ def join(a: Value, b: Value) -> Value:
                    sem=a.sem if a.sem == b.sem else None,
                    view=a.view or b.view,
                    root=a.root if a.root == b.root else "?",
-                   nullable=a.nullable or b.nullable)
+                   nullable=a.nullable or b.nullable, decl=_same_decl(a, b))
     if isinstance(a, Array) and isinstance(b, Array):
         return Array(origin=a.origin if a.origin == b.origin else "",
                      shape=a.shape if a.shape == b.shape else None,
                      dtype=a.dtype if a.dtype == b.dtype else None,
-                     sem=a.sem if a.sem == b.sem else None)
+                     sem=a.sem if a.sem == b.sem else None, decl=_same_decl(a, b))
     if isinstance(a, (Spec, Alloc)) and type(a) is type(b) and replace(a, nullable=False) \
             == replace(b, nullable=False):
         return replace(a, nullable=True)
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
+    if isinstance(a, Iter) and isinstance(b, Iter):
+        return Iter(rest=join(a.rest, b.rest))
+    if _partial_like(a) and _partial_like(b) and not (isinstance(a, SeqOf) and isinstance(b, SeqOf)):
+        joined = _join_partial(a, b)
+        if joined is not None:
+            return joined
     if _listlike(a) and _listlike(b):
         return SeqOf(elem=join_all(_elems(a) + _elems(b)))
     return UNKNOWN
+
+
+def _partial_like(v: Value) -> bool:
+    return (isinstance(v, Seq) and v.keys is None) or isinstance(v, Partial)
+
+
+def _join_partial(a: Value, b: Value) -> Value | None:
+    """Two lists of different lengths: keep the first and last items they
+    share (those are certain whichever list it is)."""
+    ha, ta = (a.items, a.items) if isinstance(a, Seq) else (a.head, a.tail)
+    hb, tb = (b.items, b.items) if isinstance(b, Seq) else (b.head, b.tail)
+    head = []
+    for x, y in zip(ha, hb):
+        if x != y:
+            break
+        head.append(x)
+    tail = []
+    for x, y in zip(reversed(ta), reversed(tb)):
+        if x != y:
+            break
+        tail.append(x)
+    tail.reverse()
+    elems = list(ha) + list(ta) + list(hb) + list(tb)
+    elem = join_all(elems) if len(elems) <= 64 else UNKNOWN
+    if not head and not tail:
+        return None
+    return Partial(head=tuple(head), tail=tuple(tail),
+                   elem=elem if not isinstance(elem, Partial) else UNKNOWN)
 
 
 def _options(v: Value) -> tuple:
