@@ -141,3 +141,21 @@ def test_every_code_check_and_run_print_has_a_rule_page(tmp_path):
     assert {model.CODE_FAILURE, model.CODE_RACE, model.CODE_HANG,
             compile_mapping.CODE_COMPILE} <= listed
     assert cli("rule", "PAL999", cwd=tmp_path).returncode == 2
+
+
+def test_run_without_jax_says_which_extra_to_install(tmp_path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True,
+                   timeout=120)
+    (tmp_path / "k.py").write_text("import jax\n")
+    r = cli("run", "--python", str(bare / "bin" / "python"), "k.py", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "pip install 'pallas-lsp[run]'" in r.stdout + r.stderr
+
+
+def test_one_run_timeout_default_for_the_cli_and_the_editor(tmp_path):
+    from pallas_lsp.lsp.settings import Settings
+    from pallas_lsp.runs.runner import DEFAULT_TIMEOUT
+
+    assert Settings().runs_timeout_s == DEFAULT_TIMEOUT
+    assert f"default {DEFAULT_TIMEOUT:g}" in " ".join(cli("run", "--help", cwd=tmp_path).stdout.split())

@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local (default) or a [tool.pallas-lsp.profiles.NAME] table")
     p.add_argument("--races", action="store_true", help="detect data races (interpret mode)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds before the run counts as hung (default 600)")
+                   help="seconds before the run counts as hung (default 300, or the "
+                   "profile's `timeout`)")
     p.add_argument("--devices", type=int, default=None, metavar="N",
                    help="simulated CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count)")
     p.add_argument("--python", default=None, metavar="PATH",

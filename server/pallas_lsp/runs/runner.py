@@ -32,7 +32,7 @@ from pallas_lsp.runs.target import (RunSpecError, Target, find_root, parse_targe
                                     test_def_line)
 
 OnOutput = Callable[[str, str], None]  # (stream "stdout" | "stderr", line without newline)
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = 300.0  # the editor's `runs.timeoutS` default too: one default
 RUNTIME_DIR = ".pallas-lsp/runtime"  # under the remote folder
 REPORT_MARKER = "@@pallas-lsp-report@@ "  # = _child.MARKER (not imported: _child is child-side)
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
@@ -51,7 +51,7 @@ class RunSpec:
     profile: str | dict | Profile | None = None  # name, dict or Profile (default: local)
     profiles: dict | None = None  # extra named profile dicts (e.g. LSP settings)
     races: bool = False  # InterpretParams(detect_races=True)
-    timeout: float | None = None  # seconds (default: profile's, else 600)
+    timeout: float | None = None  # seconds (default: profile's, else DEFAULT_TIMEOUT)
     devices: int | None = None  # XLA_FLAGS=--xla_force_host_platform_device_count=N
     python: str | None = None  # local interpreter (default: profile's, else sys.executable)
     env: dict = field(default_factory=dict)  # extra environment for the child
@@ -486,6 +486,9 @@ class RunHandle:
             # every result would be meaningless; keep the diagnostics anyway
             res.status = Status.ERROR
             res.error = f"could not switch on TPU interpret mode: {interpret_error}"
+            if "No module named 'jax" in str(interpret_error):
+                res.error += (" (jax is not installed for the Python that runs it: "
+                              "`pip install 'pallas-lsp[run]'` there installs jax for CPU)")
         elif rc == 0 and not diags:
             res.status = Status.PASSED
         elif diags:
