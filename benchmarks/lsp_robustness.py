@@ -193,7 +193,7 @@ def backlog(lines: int = 50_000, edits: int = 40, gap_s: float = 0.3) -> None:
     print(f"backlog: {nlines} lines; one analysis {one:.2f} s in the server "
           f"({in_process:.2f} s in-process); final diagnostics {final:.2f} s after the last "
           f"of {edits} edits {gap_s} s apart = {final / one:.2f} x one analysis; analyses run "
-          f"{st['analyses']}, dropped {st['superseded']}; RSS {rss0:.0f} -> {rss1:.0f} -> "
+          f"{st['analyses']}, dropped {st.get('superseded', 'n/a')}; RSS {rss0:.0f} -> {rss1:.0f} -> "
           f"{rss2:.0f} MiB")
 
 
