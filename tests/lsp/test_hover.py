@@ -1,4 +1,4 @@
-"""Hover: inferred kinds of kernel names, Pallas API docs (jedi) with the
+"""Hover: inferred kinds of kernel names, Pallas API docs (extracted from jax) with the
 errors a call can raise, catalog entries on diagnostics and noqa codes, and
 engine-only text when the user's environment has no jax."""
 from __future__ import annotations
@@ -37,14 +37,35 @@ async def test_semaphore_and_descriptor_kinds(session):
     assert "copy descriptor" in h.contents.value
 
 
+async def api_docs_ready(s, uri=URI, timeout=180.0):
+    """The server's extracted API docs are loaded (the first run on a machine
+    extracts them from jax, which takes seconds)."""
+    async def state():
+        return (await s.server_text(uri) or {}).get("api_docs")
+    await wait_for_async(lambda: state(), lambda v: v in ("ready", "unavailable"), timeout)
+    return await state()
+
+
+async def wait_for_async(get, ok, timeout):
+    import asyncio
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await get()
+        if ok(value) or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.1)
+
+
 async def test_pallas_api_signature_docs_and_errors():
     async with start_session("visual-studio-code") as s:
         text = kernel_text("dma_bugs.py")
         s.open(URI, text)
+        assert await api_docs_ready(s) == "ready"
         h = await hover_at(s, text, "make_async_copy(scratch", 3)
         value = h.contents.value
         assert h.contents.kind == "markdown"
-        assert "src_ref" in value and "dst_ref" in value  # signature from jedi
+        assert "src_ref" in value and "dst_ref" in value  # signature, extracted from jax
         assert "asynchronous copy" in value  # docstring
         assert "PAL101" in value and "PAL103" in value  # what this call can raise
 

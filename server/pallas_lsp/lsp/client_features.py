@@ -33,6 +33,7 @@ class ClientFeatures:
     watched_files: bool = False
     work_done_progress: bool = False
     code_lens_refresh: bool = False
+    semantic_tokens_refresh: bool = False
 
     @classmethod
     def from_capabilities(cls, caps: types.ClientCapabilities | None) -> "ClientFeatures":
@@ -55,4 +56,6 @@ class ClientFeatures:
             watched_files=bool(_get(caps, "workspace.did_change_watched_files.dynamic_registration", False)),
             work_done_progress=bool(_get(caps, "window.work_done_progress", False)),
             code_lens_refresh=bool(_get(caps, "workspace.code_lens.refresh_support", False)),
+            semantic_tokens_refresh=bool(_get(caps, "workspace.semantic_tokens.refresh_support",
+                                              False)),
         )

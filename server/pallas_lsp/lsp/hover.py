@@ -88,6 +88,17 @@ def api_name_from_imports(dotted: str, lines: list[str]) -> str | None:
     return name if tail(name) else None
 
 
+_NOT_USER = ("jax", "jaxlib", "numpy", "functools", "math", "typing", "dataclasses", "os", "sys")
+
+
+def imported_from_user_code(dotted: str, lines: list[str]) -> bool:
+    """Is the root of `dotted` imported from a module that is not jax (nor
+    the standard library's usual suspects)? Then only jedi can tell whether
+    it is a re-exported Pallas API."""
+    module = import_aliases(lines).get(dotted.partition(".")[0])
+    return bool(module) and module.split(".")[0] not in _NOT_USER
+
+
 def api_name_from_jedi(doc: ApiDoc | None) -> str | None:
     if doc is None or not doc.is_pallas:
         return None
@@ -201,7 +212,7 @@ def api_section(api_name: str, doc: ApiDoc | None, entries: list) -> str:
                 body += "\n…"
             parts.append(f"```text\n{body}\n```")
     else:
-        parts.append(f"`{api_name}`: Pallas API (signature and docs need jedi and jax "
+        parts.append(f"`{api_name}`: Pallas API (signature and docs need jax "
                      "in the configured Python environment).")
     if entries:
         rows = [f"- **{e.code}** `{e.name}`: {e.summary}" for e in entries]

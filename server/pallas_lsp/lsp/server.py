@@ -26,8 +26,9 @@ from pygls.protocol.json_rpc import JsonRPCNotification, RPCNotification, RPCReq
 
 from pallas_lsp import __version__
 from pallas_lsp.engine.model import Analysis, Api, Finding, Unknown
-from pallas_lsp.lsp import code_lens, convert, framing, hover as hover_mod, inlay, limits, \
-    noqa_edit, settings as settings_mod
+from pallas_lsp.lsp import code_lens, convert, editor_features, framing, hover as hover_mod, \
+    inlay, limits, noqa_edit, settings as settings_mod
+from pallas_lsp.lsp.api_docs import ApiDocs
 from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
@@ -199,7 +200,8 @@ class PallasLanguageServer(LanguageServer):
         self.analyses.workspace = self.project_index
         # uri -> (files its analysis read, findings it reached in them by path, files it missed)
         self._cross: dict[str, tuple[set, dict, set]] = {}
-        self.jedi = JediDocs()
+        self.jedi = JediDocs()  # only for names the import scan cannot place (user re-exports)
+        self.api_docs = ApiDocs()  # Pallas API signatures and docs, extracted once per jax
         self.projects = ProjectConfigs(on_error=self.warn)
         self.settings: Settings = settings_mod.DEFAULT
         self.settings_generation = 0
@@ -309,11 +311,15 @@ class PallasLanguageServer(LanguageServer):
             self.warn(w)
         old, self.settings = self.settings, new
         self.jedi.configure(new.python_interpreter, self.root_path())
+        self.api_docs.configure(new.python_interpreter)
         self.project_index.configure(self.workspace_roots())
         if new != old:
             self.settings_generation += 1
             self.refresh(inlays=(old.inlay_enable, old.inlay_parameters, old.inlay_assignments)
                          != (new.inlay_enable, new.inlay_parameters, new.inlay_assignments))
+            if old.semantic_tokens_enable != new.semantic_tokens_enable and self.initialized \
+                    and self.feats.semantic_tokens_refresh:
+                self._request_quietly(self.workspace_semantic_tokens_refresh_async(None))
             if old.runs_enable and not new.runs_enable:
                 self.runs.cancel()  # runs were turned off (e.g. the workspace is no longer trusted)
             if (old.runs_enable, old.runs_code_lens) != (new.runs_enable, new.runs_code_lens) \
@@ -347,7 +353,7 @@ class PallasLanguageServer(LanguageServer):
 
     def preparse(self, uri: str) -> None:
         snap = self.snapshot(uri)
-        if snap is not None:
+        if snap is not None and self.jedi.available:  # only once jedi has been needed
             self.jedi.preparse(limits.clean_surrogates(snap.text)[0], snap.path)
 
     async def warm_up_later(self) -> None:
@@ -359,8 +365,7 @@ class PallasLanguageServer(LanguageServer):
         except asyncio.TimeoutError:
             pass
         self.analyses.background(convert.warm_code_urls)
-        if self.settings.hover_jedi:
-            self.jedi.warm()
+        self.api_docs.allow_extraction()  # a first extraction of the API docs, if needed
 
     # ------------------------------------------------------------ other files
 
@@ -641,6 +646,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         ls._pending_warnings.clear()
         ls.jedi.configure(ls.settings.python_interpreter, ls.root_path())
         asyncio.ensure_future(ls.warm_up_later())
+        ls.api_docs.configure(ls.settings.python_interpreter)
         registrations = []
         if ls.feats.dynamic_configuration:
             registrations.append(types.Registration(
@@ -676,7 +682,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         ls.runs.opened(params.text_document.uri)
         ls.schedule_diagnostics(params.text_document.uri, 0.0)
         ls.project_index.refresh_callers(ls._path_of(params.text_document.uri))
-        if ls.settings.hover_jedi and ls.initialized:
+        if ls.settings.hover_jedi and ls.initialized and ls.jedi.available:
             # After the first diagnostics are out: jedi's parse competes for the GIL.
             asyncio.get_running_loop().call_later(0.5, ls.preparse, params.text_document.uri)
 
@@ -778,9 +784,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         line_text = index.line_text(pos.line)
         sections: list[str] = []
         span = None
-        jax_root = None
-        if settings.python_interpreter:
-            jax_root = await ls.jedi.jax_root(settings.jedi_timeout_ms / 1000.0)
+        jax_root = ls.api_docs.jax_root() if settings.python_interpreter else None
 
         # 1. a diagnostic under the cursor: its catalog entry
         seen: set[str] = set()
@@ -807,18 +811,24 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             sections.append(hover_mod.name_section(info))
             span = span or info.span
 
-        # 4. a Pallas API: signature and docs (jedi), the errors it can raise
+        # 4. a Pallas API: signature and docs (extracted from the user's jax), the
+        # errors it can raise. Only Pallas APIs: other names are the Python
+        # language server's job (Pylance, jedi-language-server).
         word = hover_mod.word_at(line_text, pos.line, pos.col)
         if word is not None and (info is None or isinstance(info.value, (Api, Unknown))):
             api_name = hover_mod.api_name_from_imports(word.dotted, index.lines)
-            doc = None
-            # Only Pallas APIs: other names are the Python language server's job
-            # (Pylance, jedi-language-server), and jedi is slow on big files.
-            if settings.hover_jedi and api_name is not None:
+            if api_name is not None and ls.api_docs.state == "loading":
+                await asyncio.to_thread(ls.api_docs.ready.wait, 0.5)  # the cache: milliseconds
+            doc = ls.api_docs.lookup(api_name) if api_name is not None else None
+            if api_name is None and settings.hover_jedi \
+                    and hover_mod.imported_from_user_code(word.dotted, index.lines):
+                # `from mypkg.common import pl`: only jedi can follow that import
                 text, _, _ = limits.clean_surrogates(snap.text)
                 doc = await ls.jedi.lookup(text, snap.path, pos.line, word.span.end_col,
                                            settings.jedi_timeout_ms / 1000.0)
-            api_name = hover_mod.api_name_from_jedi(doc) or api_name
+                api_name = hover_mod.api_name_from_jedi(doc)
+                if api_name is not None:
+                    doc = ls.api_docs.lookup(api_name) or doc
             if api_name:
                 sections.append(hover_mod.api_section(
                     api_name, doc if doc is not None and doc.is_pallas else None,
@@ -944,8 +954,10 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             return None
         return {"uri": doc.uri, "version": doc.version, "text": doc.text,
                 "analyses": ls.analyses.runs, "superseded": ls.analyses.superseded,
-                "pending_futures": len(ls.protocol._request_futures)}
+                "pending_futures": len(ls.protocol._request_futures),
+                "api_docs": ls.api_docs.state, "jedi": ls.jedi.available}
 
+    editor_features.register(server)
     return server
 
 

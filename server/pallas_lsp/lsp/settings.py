@@ -52,6 +52,8 @@ class Settings:
     inlay_enable: bool = True
     inlay_parameters: bool = True
     inlay_assignments: bool = False
+    # semantic tokens (Refs, Arrays, semaphores, descriptors inside kernels)
+    semantic_tokens_enable: bool = True
     # hover
     hover_enable: bool = True
     hover_jedi: bool = True
@@ -236,6 +238,7 @@ OPTIONS: dict[str, tuple[str, Any]] = {
     "inlayHints.enable": ("inlay_enable", _bool),
     "inlayHints.parameters": ("inlay_parameters", _bool),
     "inlayHints.assignments": ("inlay_assignments", _bool),
+    "semanticTokens.enable": ("semantic_tokens_enable", _bool),
     "hover.enable": ("hover_enable", _bool),
     "hover.jedi": ("hover_jedi", _bool),
     "hover.jediTimeoutMs": ("jedi_timeout_ms", _int_range(0, 60_000)),

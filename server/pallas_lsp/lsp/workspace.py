@@ -12,8 +12,10 @@ on one background thread, and reports back with `on_change(paths)`:
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
@@ -21,10 +23,13 @@ from typing import Callable, Iterable
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.model import Finding
 from pallas_lsp.engine.project import Project
+from pallas_lsp.lsp.goto import launches_of
 
 log = logging.getLogger(__name__)
 
 MAX_CALLERS = 16  # closed callers analysed for one open helper module
+MAX_KERNEL_FILES = 2000  # files analysed to find kernels for workspace/symbol
+_LAUNCH_TEXT = re.compile(r"pallas_call|core_map|emit_pipeline|\bkernel\s*\(")
 
 
 class WorkspaceIndex:
@@ -40,6 +45,11 @@ class WorkspaceIndex:
         self._pending: set = set()
         # helper path -> caller path -> findings the caller's kernels reach in the helper
         self._from_callers: dict[str, dict[str, list[Finding]]] = {}
+        # kernel file -> caller path -> launches of its kernels there (goto.Launched)
+        self._launches_from: dict[str, dict[str, list]] = {}
+        # file -> (text digest, launches its analysis found), for workspace/symbol
+        self._kernel_files: dict[str, tuple[bytes, list]] = {}
+        self.kernels_scanned = threading.Event()
         self.indexed = threading.Event()
         self.generation = 0  # bumps when the project is replaced (new roots)
 
@@ -54,6 +64,9 @@ class WorkspaceIndex:
         self.indexed.clear()
         with self._lock:
             self._from_callers.clear()
+            self._launches_from.clear()
+            self._kernel_files.clear()
+        self.kernels_scanned.clear()
         self._submit(("index",), self._index, self.project)
 
     def shutdown(self) -> None:
@@ -76,6 +89,26 @@ class WorkspaceIndex:
     def refresh_callers(self, path: str | None) -> None:
         if path:
             self._submit(("callers", path), self._callers, self.project, path)
+
+    def launches_into(self, path: str | None) -> list:
+        """Launches, in closed callers, of kernels defined in `path`."""
+        if not path:
+            return []
+        with self._lock:
+            per = dict(self._launches_from.get(os.path.realpath(path), {}))
+        return [item for caller, found in per.items() if not self._is_open(caller)
+                for item in found]
+
+    def scan_kernels(self) -> None:
+        """Find the kernels of the closed files (for workspace/symbol), in the
+        background; `kernels_scanned` is set when done."""
+        self._submit(("kernels",), self._scan_kernels, self.project)
+
+    def kernel_launches(self) -> list:
+        with self._lock:
+            files = dict(self._kernel_files)
+        return [item for path, (_, found) in files.items() if not self._is_open(path)
+                for item in found]
 
     def from_callers(self, path: str | None) -> list[Finding]:
         if not path:
@@ -131,6 +164,7 @@ class WorkspaceIndex:
             return
         real = os.path.realpath(path)
         found: dict[str, list[Finding]] = {}
+        launched: dict[str, list] = {}
         for caller in project.importers(real, limit=MAX_CALLERS):
             if self._is_open(caller):
                 continue  # its own analysis (on the edit path) reports into `path`
@@ -140,8 +174,40 @@ class WorkspaceIndex:
             analysis = analyze(text, caller, project=project)
             if analysis.foreign.get(real):
                 found[caller] = analysis.foreign[real]
+            into = [item for item in launches_of(analysis, caller) if item.kernel_path == real]
+            if into:
+                launched[caller] = into
         with self._lock:
             old = self._from_callers.get(real)
             self._from_callers[real] = found
+            self._launches_from[real] = launched
         if old != found:
             self._on_change({real})
+
+    def _scan_kernels(self, project: Project) -> None:
+        try:
+            if not self.indexed.wait(timeout=30):
+                return
+            with self._lock:
+                paths = sorted(project.imports)
+            done = 0
+            for path in paths:
+                if done >= MAX_KERNEL_FILES:
+                    break
+                if self._is_open(path):
+                    continue  # the server has its analysis
+                text = project.text(path)
+                if text is None or not _LAUNCH_TEXT.search(text):
+                    continue
+                digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                         digest_size=16).digest()
+                with self._lock:
+                    hit = self._kernel_files.get(path)
+                if hit is not None and hit[0] == digest:
+                    continue
+                done += 1
+                found = launches_of(analyze(text, path, project=project), path)
+                with self._lock:
+                    self._kernel_files[path] = (digest, found)
+        finally:
+            self.kernels_scanned.set()
