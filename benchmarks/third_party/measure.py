@@ -78,6 +78,8 @@ class Mutant:
     edits: list               # [(start_byte, end_byte, replacement_text)]
     inserted_line: int = 0    # via_temp: 1-based line of the temporary in the mutant
     note: str = ""            # e.g. "chained .at" for semaphores
+    site_line: int = 0        # line of the DMA call it belongs to (as coverage reports it)
+    use: str = ""             # how that call's descriptor is used: start / wait / other
 
 
 class Source:
@@ -307,11 +309,15 @@ class Finder:
         """Record the plain mutant, and its via_temp twin when `node` (the edited
         expression) can move to a temporary."""
         line = node.lineno
+        site, use = self._site(node)
+        if cls in ("priority_neg", "wait_send_local"):
+            use = "start" if cls == "priority_neg" else "wait"
         new_text = self.src.apply(edits)
         shift_lines = new_text.count("\n") - self.src.text.count("\n")
         mutated_lines = new_text.splitlines()[line - 1: node.end_lineno + shift_lines]
         self.mutants.append(Mutant(self.lib, self.rel, cls, line, self.src.lines[line - 1],
-                                   "\n".join(mutated_lines), edits, note=note))
+                                   "\n".join(mutated_lines), edits, note=note, site_line=site,
+                                   use=use))
         via = self._via_temp(node, edits)
         if via is None:
             self.skipped[cls + "_via_temp"] += 1
@@ -319,7 +325,64 @@ class Finder:
         edits2, ins_line, shown = via
         self.mutants.append(Mutant(self.lib, self.rel, cls + "_via_temp", line,
                                    self.src.lines[line - 1], shown, edits2,
-                                   inserted_line=ins_line, note=note))
+                                   inserted_line=ins_line, note=note, site_line=site,
+                                   use=use))
+
+    def _site(self, node) -> tuple[int, str]:
+        """The line of the DMA call around `node`, and how its descriptor is used."""
+        cur = node.anchor if isinstance(node, _Inserted) else node
+        while cur is not None:
+            if isinstance(cur, ast.Call):
+                name = dma_name(cur, self.aliases)
+                if name:
+                    return cur.lineno, self._use_of(cur, name)
+            cur = self.parents.get(cur)
+        return node.lineno, "other"
+
+    _USES = {"start": "start", "wait": "wait", "wait_recv": "wait", "wait_send": "wait"}
+
+    def _use_of(self, call: ast.Call, name: str | None, depth: int = 0) -> str:
+        """'start' when the descriptor made by `call` is started (JAX checks the
+        arguments there), 'wait' when it is only waited on (JAX's wait checks
+        little: only that the semaphore is a DMA semaphore Ref), else 'other'
+        (handed on, stored: the harness cannot tell)."""
+        if name in STARTING or name == "sync_copy":
+            return "start"
+        parent = self.parents.get(call)
+        if isinstance(parent, ast.Attribute) and parent.value is call:
+            return self._USES.get(parent.attr, "other")
+        func = parent
+        while func is not None and not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                         ast.Lambda, ast.Module)):
+            func = self.parents.get(func)
+        if (isinstance(parent, ast.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0], ast.Name) and func is not None
+                and not isinstance(func, (ast.Lambda, ast.Module))):
+            var = parent.targets[0].id
+            methods, escapes = set(), False
+            for node, shadow in self._nodes_with_shadow(func):
+                if not (isinstance(node, ast.Name) and node.id == var and var not in shadow
+                        and isinstance(node.ctx, ast.Load)):
+                    continue
+                up = self.parents.get(node)
+                if isinstance(up, ast.Attribute) and isinstance(self.parents.get(up), ast.Call):
+                    methods.add(self._USES.get(up.attr, "other"))
+                else:
+                    escapes = True
+            if "start" in methods:
+                return "start"
+            return "wait" if methods == {"wait"} and not escapes else "other"
+        if isinstance(parent, ast.Return) and isinstance(func, (ast.FunctionDef,
+                                                                ast.AsyncFunctionDef)):
+            if depth > 2:
+                return "other"
+            uses = {self._use_of(c, None, depth + 1) for c in self.nodes
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                    and c.func.id == func.name}
+            if "start" in uses:
+                return "start"
+            return "wait" if uses == {"wait"} else "other"
+        return "other"
 
     def _via_temp(self, node, edits):
         """(edits, line of the temporary, mutated lines) or None."""
@@ -459,7 +522,12 @@ class Finder:
                       )
 
     def _calls_with_shadow(self, func):
-        """Calls in `func` (and its nested functions) with the names that a
+        for node, shadow in self._nodes_with_shadow(func):
+            if isinstance(node, ast.Call):
+                yield node, shadow
+
+    def _nodes_with_shadow(self, func):
+        """Nodes of `func` (and of its nested functions) with the names that a
         nested function rebinds."""
         def bound(fn):
             names = set()
@@ -476,8 +544,7 @@ class Finder:
         todo = [(stmt, frozenset()) for stmt in func.body]
         while todo:
             node, shadow = todo.pop()
-            if isinstance(node, ast.Call):
-                yield node, shadow
+            yield node, shadow
             inner = shadow
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 inner = shadow | bound(node)
@@ -581,6 +648,11 @@ def run_check(exe: Engine, target: str, cwd: Path, timeout: float):
         return f"bad json: {proc.stdout[:200]}", crashed
 
 
+def mutant_key(m: Mutant, tree: str) -> str:
+    h = hashlib.sha256(json.dumps([m.lib, m.file, m.edits, m.inserted_line, tree]).encode())
+    return h.hexdigest()[:24]
+
+
 def map_line(line: int, inserted: int) -> int:
     """A line of the mutant -> the same line of the original. The temporary
     counts as the first line of the statement it was taken out of."""
@@ -656,7 +728,9 @@ def engine_at_rev(work: Path, rev: str) -> Engine:
         (staging / "server" / "pallas_lsp").rename(staging / "pallas_lsp")
         (staging / "catalog").rename(staging / "pallas_lsp" / "catalog_data")
         staging.rename(final)
-    return Engine([sys.executable, "-m", "pallas_lsp"], str(final), f"rev-{sha[:12]}")
+    # Named by content: revisions that do not touch the engine share their caches.
+    return Engine([sys.executable, "-m", "pallas_lsp"], str(final),
+                  _digest_dir(final / "pallas_lsp"))
 
 
 def live_engine(exe: str) -> Engine:
@@ -807,13 +881,30 @@ def coverage_available(exe: Engine) -> bool:
 
 
 def coverage_task(exe: Engine, root: str, timeout: float):
+    """(totals, the raw report)."""
     try:
         proc = exe.run(["coverage", "--output-format", "json", "."], Path(root), timeout)
         data = json.loads(proc.stdout)
     except subprocess.TimeoutExpired:
-        return {"error": "timeout"}
+        return {"error": "timeout"}, None
     except (OSError, json.JSONDecodeError) as exc:
-        return {"error": str(exc)[:200]}
+        return {"error": str(exc)[:200]}, None
+    return coverage_totals(data), data
+
+
+def coverage_sites(data) -> dict:
+    """{(path, line): site} from a coverage report that lists sites per file."""
+    out = {}
+    files = data.get("files") if isinstance(data, dict) else None
+    for entry in files or []:
+        if isinstance(entry, dict):
+            for site in entry.get("sites") or []:
+                if isinstance(site, dict) and "line" in site:
+                    out.setdefault((entry.get("path"), site["line"]), site)
+    return out
+
+
+def coverage_totals(data):
     if isinstance(data, dict):
         summary = _numbers(data)
         for key in ("totals", "total", "summary", "overall"):
@@ -839,11 +930,20 @@ def _numbers(d: dict) -> dict:
 
 # ---------------------------------------------------------------- reporting
 
+def _group_reasons(counter) -> list:
+    """Coverage reasons with the names in backquotes folded, most common first."""
+    grouped = collections.Counter()
+    for why, n in counter.items():
+        grouped[re.sub(r"`[^`]*`", "`…`", why)] += n
+    return grouped.most_common()
+
+
 def pct(c, t):
     return f"{c}/{t} ({100 * c / t:.0f}%)" if t else "–"
 
 
-def render(libs, stats, classes, regex_stats, alarms, coverage, elapsed, fingerprint) -> str:
+def render(libs, stats, classes, regex_stats, alarms, coverage, elapsed, fingerprint,
+           by_use) -> str:
     out = [f"# Third-party recall ({time.strftime('%Y-%m-%d %H:%M')}, engine {fingerprint}, "
            f"{elapsed / 60:.1f} min)", ""]
     out.append("| library | files | kernel files | not parsable | PAL on unmodified | mutants |")
@@ -853,7 +953,7 @@ def render(libs, stats, classes, regex_stats, alarms, coverage, elapsed, fingerp
         out.append(f"| {lib.name} | {len(lib.files)} | {len(lib.kernel_files)} | "
                    f"{len(lib.unparsable)} | {len(alarms.get(lib.name, []))} | {n} |")
     out.append("")
-    names = [lib.name for lib in libs] + ["all"]
+    names = [lib.name for lib in libs if any(stats[lib.name][c][1] for c in classes)] + ["all"]
     out.append("Recall: engine caught/total (%), regex baseline in brackets.")
     out.append("")
     out.append("| class | " + " | ".join(names) + " |")
@@ -872,6 +972,17 @@ def render(libs, stats, classes, regex_stats, alarms, coverage, elapsed, fingerp
         rc = sum(regex_stats[name][c][0] for c in classes)
         row.append(f"{pct(caught, total)} [{100 * rc / total:.0f}%]" if total else "–")
     out.append("| **all classes** | " + " | ".join(row) + " |")
+    out.append("")
+    out.append("By how the descriptor of the mutated call is used (all libraries). JAX checks "
+               "Ref-ness, semaphore shapes and priority when a copy is *started*; a descriptor "
+               "built only to `.wait()` on is checked for little more than a DMA semaphore Ref, "
+               "so a precise engine may stay silent there.")
+    out.append("")
+    out.append("| class | started | wait only | other (handed on, stored) |")
+    out.append("|---|---|---|---|")
+    for c in classes:
+        cells = [pct(*by_use[(c, u)]) for u in ("start", "wait", "other")]
+        out.append(f"| {c} | " + " | ".join(cells) + " |")
     out.append("")
     chained = sum(lib.chained_sem for lib in libs)
     if chained:
@@ -1066,10 +1177,26 @@ def main(argv=None) -> int:
             chosen = []
         print(f"{len(chosen)} mutants (at most {cap} per library and class), "
               f"estimated {estimate / 60:.1f} min", flush=True)
+        # Results of mutants are kept too (same engine, same tree, same edit).
+        mutant_file = args.work / "mutants.json"
+        known = {}
+        if mutant_file.exists() and not args.fresh:
+            try:
+                known = json.loads(mutant_file.read_text())
+            except json.JSONDecodeError:
+                known = {}
+        if known.get("engine") != fingerprint:
+            known = {"engine": fingerprint, "results": {}}
+        results: dict[int, dict] = {}
         tasks = collections.defaultdict(list)
         for m in chosen:
-            tasks[(m.lib, m.file)].append(m)
-        results: dict[int, dict] = {}
+            r = known["results"].get(mutant_key(m, digests[m.lib]))
+            if r is not None:
+                results[id(m)] = r
+            else:
+                tasks[(m.lib, m.file)].append(m)
+        if results:
+            print(f"{len(results)} mutant results reused from {mutant_file}", flush=True)
         futures = {}
         # Long files first; split a file's mutants in two so both workers share it.
         order = sorted(tasks.items(), key=lambda kv: -len(kv[1]) * (
@@ -1090,18 +1217,49 @@ def main(argv=None) -> int:
             _, res = fut.result()
             for m, r in zip(ms, res):
                 results[id(m)] = r
-                progress.write(json.dumps({"lib": m.lib, "file": m.file, "line": m.line,
-                                           "class": m.cls, "mutated": m.mutated, **r}) + "\n")
+                key = mutant_key(m, digests[m.lib])
+                if r["status"] in ("caught", "missed"):
+                    known["results"][key] = r
+                progress.write(json.dumps({"key": key, "lib": m.lib, "file": m.file,
+                                           "line": m.line, "class": m.cls,
+                                           "mutated": m.mutated, **r}) + "\n")
             progress.flush()
             done += len(ms)
             print(f"  {done}/{len(chosen)} mutants ({time.perf_counter() - t0:.0f} s) "
                   f"{lib_name}/{rel}", flush=True)
         progress.close()
+        mutant_file.write_text(json.dumps(known))
     for lib in libs:
         shutil.rmtree(args.work / lib.name, ignore_errors=True)
     t_mutants = time.perf_counter() - t0 - t_base
 
-    # 3. tallies, with the grep-like detector on the same mutants
+    # 3. coverage of the unmodified trees, when the command exists
+    coverage, cov_sites = {}, {}
+    if coverage_available(exe):
+        kept = cached.setdefault("coverage", {})
+        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futs = {lib.name: pool.submit(coverage_task, exe, str(lib.root), args.root_timeout)
+                    for lib in libs if (kept.get(lib.name) or {}).get("tree") != digests[lib.name]}
+            failed = {}
+            for name, f in futs.items():
+                summary, raw = f.result()
+                if raw is not None:
+                    kept[name] = {"tree": digests[name], "summary": summary, "raw": raw}
+                else:
+                    failed[name] = summary
+            cache_file.write_text(json.dumps(cached))
+            for lib in libs:
+                name = lib.name
+                got = kept.get(name) or {}
+                coverage[name], raw = failed.get(name, got.get("summary")), got.get("raw")
+                if raw is not None:
+                    (out_dir / f"coverage_{name}.json").write_text(json.dumps(raw))
+                    for (path, line), site in coverage_sites(raw).items():
+                        cov_sites[(name, path, line)] = site
+    else:
+        print("pallas-lsp coverage is not available: skipped", flush=True)
+
+    # 4. tallies, with the grep-like detector on the same mutants
     alarms, other_diags, tree_crashes = {}, {}, {}
     for lib in libs:
         diags = trees[lib.name]["diags"]
@@ -1116,6 +1274,8 @@ def main(argv=None) -> int:
     codes = collections.defaultdict(collections.Counter)
     statuses = collections.Counter()
     engine_errors = 0
+    why_missed = collections.Counter()
+    by_use = collections.defaultdict(lambda: [0, 0])
     missed = []
     orig_hits, sources = {}, {}
     for m in chosen:
@@ -1129,6 +1289,8 @@ def main(argv=None) -> int:
         src = sources[(m.lib, m.file)]
         rx = regex_caught(orig_hits[(m.lib, m.file)], src.apply(m.edits), m.inserted_line)
         caught = r["status"] == "caught"
+        by_use[(m.cls, m.use)][1] += 1
+        by_use[(m.cls, m.use)][0] += caught
         for name in (m.lib, "all"):
             stats[name][m.cls][1] += 1
             stats[name][m.cls][0] += caught
@@ -1138,25 +1300,24 @@ def main(argv=None) -> int:
             codes[m.cls].update({d["code"] for d in r["new"]})
         else:
             lo, hi = max(0, m.line - 6), min(len(src.lines), m.line + 3)
+            site = cov_sites.get((m.lib, m.file, m.site_line))
+            why = (("reached" if site.get("reached") else "not reached") + ": "
+                   + (site.get("reason") or "known")) if site else (
+                "no coverage site" if coverage else "")
+            why_missed[why] += 1
             missed.append({"lib": m.lib, "file": m.file, "line": m.line, "class": m.cls,
                            "status": r["status"], "engine_error": r.get("engine_error", False),
                            "original": m.original, "mutated": m.mutated, "note": m.note,
-                           "regex_caught": rx,
+                           "regex_caught": rx, "site_line": m.site_line, "use": m.use,
+                           "coverage": site,
                            "context": "\n".join(f"{i + 1}: {src.lines[i]}"
                                                 for i in range(lo, hi))})
 
-    coverage = {}
-    if coverage_available(exe):
-        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futs = {lib.name: pool.submit(coverage_task, exe, str(lib.root), args.root_timeout)
-                    for lib in libs}
-            coverage = {name: f.result() for name, f in futs.items()}
-    else:
-        print("pallas-lsp coverage is not available: skipped", flush=True)
     elapsed = time.perf_counter() - t0
 
     used = [c for c in classes if stats["all"][c][1]]
-    report = render(libs, stats, used, regex_stats, alarms, coverage, elapsed, fingerprint)
+    report = render(libs, stats, used, regex_stats, alarms, coverage, elapsed, fingerprint,
+                    by_use)
     report += (f"\nTime: {t_base / 60:.1f} min for the unmodified trees and files "
                f"({sum(1 for b in baselines.values() if b)} files), {t_mutants / 60:.1f} min "
                f"for {len(chosen)} mutants ({args.jobs} jobs)"
@@ -1175,13 +1336,22 @@ def main(argv=None) -> int:
     report += "\nCodes that caught each class: " + "; ".join(
         f"{c}: " + ", ".join(f"{k} {v}" for k, v in codes[c].most_common()) for c in used
         if codes[c]) + "\n"
+    if coverage:
+        report += "\nMissed mutants by what coverage says of their DMA site:\n" + "".join(
+            f"- {n}: {w}\n" for w, n in _group_reasons(why_missed))
+    internal = {name: sum(d["code"] == "E001" for d in ds) for name, ds in other_diags.items()}
+    if any(internal.values()):
+        report += ("\nE001 (pallas-lsp could not analyse the file) on unmodified code: "
+                   + ", ".join(f"{name} {n}" for name, n in internal.items() if n)
+                   + " files (false_alarms.json lists them)\n")
     other = [f"{name}/{d['path']}:{d['line']}:{d['code']}" for name, ds in other_diags.items()
-             for d in ds]
+             for d in ds if d["code"] != "E001"]
     if other:
-        report += "\nNon-PAL diagnostics on unmodified code: " + ", ".join(other) + "\n"
+        report += "\nOther non-PAL diagnostics on unmodified code: " + ", ".join(other) + "\n"
     (out_dir / "summary.md").write_text(report)
     (out_dir / "missed.json").write_text(json.dumps(missed, indent=1))
-    (out_dir / "false_alarms.json").write_text(json.dumps(alarms, indent=1))
+    (out_dir / "false_alarms.json").write_text(json.dumps(
+        {"pal": alarms, "other": other_diags}, indent=1))
     (out_dir / "summary.json").write_text(json.dumps({
         "engine": fingerprint, "seconds": round(elapsed, 1),
         "seconds_unmodified": round(t_base, 1), "seconds_mutants": round(t_mutants, 1),
@@ -1198,6 +1368,7 @@ def main(argv=None) -> int:
                                            if regex_stats[lib.name][c][1]}}
                       for lib in libs},
         "overall": {c: stats["all"][c] for c in used},
+        "overall_by_use": {f"{c}/{u}": v for (c, u), v in sorted(by_use.items())},
         "overall_regex": {c: regex_stats["all"][c] for c in used},
         "codes": {c: dict(codes[c]) for c in used},
         "statuses": dict(statuses),
