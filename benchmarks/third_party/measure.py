@@ -1321,8 +1321,9 @@ def main(argv=None) -> int:
     report += (f"\nTime: {t_base / 60:.1f} min for the unmodified trees and files "
                f"({sum(1 for b in baselines.values() if b)} files), {t_mutants / 60:.1f} min "
                f"for {len(chosen)} mutants ({args.jobs} jobs)"
-               + (f"; at most {cap} mutants per library and class" if args.limit or args.budget
-                  else "") + (" (not binding)" if cap >= max_stratum else "") + ".\n")
+               + (f"; at most {cap} mutants per library and class"
+                  + (" (not binding)" if cap >= max_stratum else "")
+                  if (args.limit or args.budget) and chosen else "") + ".\n")
     judged = [s for s in statuses if s not in ("caught", "missed")]
     if judged:
         report += "Mutants not judged (counted as missed): " + ", ".join(
@@ -1333,10 +1334,11 @@ def main(argv=None) -> int:
     if crashes:
         report += f"Engine crashes while checking the unmodified trees: {len(crashes)} files " \
                   f"({', '.join(crashes[:12])}{', ...' if len(crashes) > 12 else ''})\n"
-    report += "\nCodes that caught each class: " + "; ".join(
-        f"{c}: " + ", ".join(f"{k} {v}" for k, v in codes[c].most_common()) for c in used
-        if codes[c]) + "\n"
-    if coverage:
+    if any(codes.values()):
+        report += "\nCodes that caught each class: " + "; ".join(
+            f"{c}: " + ", ".join(f"{k} {v}" for k, v in codes[c].most_common()) for c in used
+            if codes[c]) + "\n"
+    if coverage and why_missed:
         report += "\nMissed mutants by what coverage says of their DMA site:\n" + "".join(
             f"- {n}: {w}\n" for w, n in _group_reasons(why_missed))
     internal = {name: sum(d["code"] == "E001" for d in ds) for name, ds in other_diags.items()}
