@@ -193,6 +193,17 @@ def test_jax_verdict(fx: Fixture, tmp_path: Path):
     final = _final_exception(proc.stderr)
     assert final is not None and entry.matches(final), (
         f"{fx.id}: the run ended with {final!r}, not with {fx.code}'s message")
+    # The engine's JAX part on the BUG line (where JAX stops) is what JAX
+    # printed, values included (`(2,)`, `-1`); `…` stands for a value only the
+    # running program knows (a traced value, a set of classes).
+    from pallas_lsp.engine import analyze
+
+    static = [f.message for f in analyze(fx.path.read_text(encoding="utf-8"),
+                                         str(fx.path)).findings
+              if f.code == fx.code and f.span.line + 1 == fx.bug_line]
+    assert static and all(re.search(".+?".join(map(re.escape, m.split("…"))), proc.stderr)
+                          for m in static), (
+        f"{fx.id}: {static} not in JAX's output\n{_tail(proc.stderr)}")
 
 
 # ---------------------------------------------------------------- engine
@@ -218,3 +229,22 @@ def test_static_verdict(fx: Fixture):
     lines = sorted(f.span.line + 1 for f in findings if f.code == fx.code)
     assert fx.bug_line in lines, (
         f"{fx.id}: {fx.code} reported on line(s) {lines}, expected line {fx.bug_line}")
+    _check_message_parts(fx, findings)
+
+
+def _check_message_parts(fx: Fixture, findings) -> None:
+    """Every message is JAX's text (the catalog's template, formatted), then
+    our explanation after a dash; checks JAX has no message for use the
+    rule's own title."""
+    from pallas_lsp.catalog import _compiled, get
+    from pallas_lsp.engine.rules import RULES
+
+    titles = {r.CODE: r.MESSAGE for r in RULES}
+    for f in findings:
+        entry = get(f.code)
+        if entry.jax_message:
+            assert any(_compiled(t).fullmatch(f.message) for t in entry.templates), (
+                f"{fx.id}: {f.code} message {f.message!r} is not JAX's {entry.templates!r}")
+        else:
+            assert f.message == titles[f.code], (fx.id, f.code, f.message)
+        assert f.detail and f.text == f"{f.message} — {f.detail}", (fx.id, f.code, f.text)

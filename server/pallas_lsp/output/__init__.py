@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pallas_lsp.engine.model import Fix
+if TYPE_CHECKING:  # importing the engine costs more than `rule` or `--help` need
+    from pallas_lsp.engine.model import Fix
 
 FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
 TEXT_FORMATS = ("full", "concise")

@@ -28,7 +28,7 @@ def check(ctx: Context):
             continue
         yield Finding(
             code=CODE,
-            message=MESSAGE.format(name=_VERB[op.api], types='{semaphore, barrier_semaphore}',
+            message=MESSAGE.format(name=_VERB[op.api], types='{…}',
                                    dtype=got),
             detail=why,
             span=ctx.span(arg.node),
