@@ -113,20 +113,26 @@ class PatternSet:
         return bool(self.patterns)
 
     def relative(self, path: str) -> str | None:
-        """`path` relative to the base, with forward slashes; None outside it."""
-        rel = os.path.relpath(os.path.abspath(path), self.base)
-        if rel == "." or rel.startswith(".." + os.sep) or rel == ".." or os.path.isabs(rel):
-            return None
-        return rel.replace(os.sep, "/")
+        """`path` relative to the base, with forward slashes; None outside it.
+        The base is a resolved path (where the pyproject.toml was found), so a
+        path typed through a symbolic link is resolved before giving up."""
+        for form in (os.path.abspath(path), os.path.realpath(path)):
+            rel = os.path.relpath(form, self.base)
+            if not (rel in (".", "..") or rel.startswith(".." + os.sep) or os.path.isabs(rel)):
+                return rel.replace(os.sep, "/")
+        return None
 
     def decide(self, path: str, is_dir: bool) -> Pattern | None:
         """The last pattern matching the path itself (a negated one means
         "included again"), or None. Outside the base folder only the patterns
         without a slash apply (a name matches at any depth)."""
         rel = self.relative(path)
-        outside = rel is None
-        if outside:
-            rel = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
+        if rel is None:
+            return self._decide(os.path.abspath(path).replace(os.sep, "/").lstrip("/"),
+                                is_dir, outside=True)
+        return self._decide(rel, is_dir, outside=False)
+
+    def _decide(self, rel: str, is_dir: bool, outside: bool) -> Pattern | None:
         hit = None
         for pat in self.patterns:
             if (pat.dir_only and not is_dir) or (outside and pat.anchored):
@@ -140,17 +146,17 @@ class PatternSet:
         return hit if hit is not None and not hit.negate else None
 
     def match_or_parents(self, path: str, is_dir: bool = False) -> Pattern | None:
-        """The path, or a folder above it up to the base, is matched."""
-        path = os.path.abspath(path)
-        hit = self.match(path, is_dir)
-        if hit is not None:
-            return hit
-        parent = os.path.dirname(path)
-        while parent != self.base and parent != os.path.dirname(parent):
-            hit = self.match(parent, True)
-            if hit is not None:
+        """The path, or a folder above it (up to the base), is matched."""
+        rel = self.relative(path)
+        outside = rel is None
+        if outside:
+            rel = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
+        parts = rel.split("/")
+        for n in range(len(parts), 0, -1):
+            hit = self._decide("/".join(parts[:n]), is_dir if n == len(parts) else True,
+                               outside)
+            if hit is not None and not hit.negate:
                 return hit
-            parent = os.path.dirname(parent)
         return None
 
 
