@@ -92,11 +92,23 @@ def call_at(text: str, offset: int) -> CallText | None:
                     m = _CALLEE.search(text, begin, i)
                     if m is not None and m.end() == i and _not_keyword(m.group(1)):
                         return _arguments(text, m.group(1), m.start(1), i, offset, end, code)
-                    # a parenthesised expression: keep looking outward
-                else:
-                    return None  # inside a list or dict literal: not an argument list
+                    # a parenthesised expression, a list, a dict: look further out
         i -= 1
     return None
+
+
+def _statement_ends(text: str, newline: int, indent: int) -> bool:
+    """Does the next non-blank line start at or left of `indent`?"""
+    j = newline + 1
+    while True:
+        k = text.find("\n", j)
+        line = text[j:] if k < 0 else text[j:k]
+        if line.strip():
+            return len(line) - len(line.lstrip()) <= indent and not line.lstrip().startswith(
+                (")", "]", "}"))
+        if k < 0:
+            return True
+        j = k + 1
 
 
 def _not_keyword(callee: str) -> bool:
@@ -108,9 +120,13 @@ def _arguments(text: str, callee: str, callee_at: int, paren: int, cursor: int, 
                code) -> CallText:
     args: list[tuple[int, str]] = []
     depth, start, active = 0, paren + 1, 0
+    line_start = text.rfind("\n", 0, callee_at) + 1
+    indent = len(text[line_start:callee_at]) - len(text[line_start:callee_at].lstrip())
     i = paren + 1
     while i < end:
         ch = text[i]
+        if ch == "\n" and i >= cursor and _statement_ends(text, i, indent):
+            break  # an unclosed call being typed: the next statement is not ours
         if code(i):
             if ch in "([{":
                 depth += 1

@@ -1,0 +1,84 @@
+"""The Pallas API docs: extracted from the installed jax in a subprocess,
+cached on disk per jax version and path, read back without importing jax;
+the hover uses them and never starts jedi for a Pallas name."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lsp_harness import REPO, find, kernel_text, kernel_uri, position_of, start_session
+from test_hover import api_docs_ready
+
+SERVER = REPO / "server"
+
+LOAD = """
+import json, sys, time
+from pallas_lsp.lsp.api_docs import ApiDocs
+d = ApiDocs()
+t = time.perf_counter()
+d.configure(None)
+d.allow_extraction()
+d.ready.wait(300)
+doc = d.lookup("pltpu.make_async_copy")
+print(json.dumps({"state": d.state, "source": d.source, "seconds": time.perf_counter() - t,
+                  "signature": doc and doc.signatures[0], "is_pallas": doc and doc.is_pallas,
+                  "dma": d.lookup("pltpu.SemaphoreType.DMA").full_name,
+                  "nested": d.lookup("pltpu.SemaphoreType.DMA.value").full_name,
+                  "jax_imported": "jax" in sys.modules, "count": d.count}))
+"""
+
+
+def load(cache: Path) -> dict:
+    env = {"PALLAS_LSP_CACHE_DIR": str(cache), "PYTHONPATH": str(SERVER), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", LOAD], capture_output=True, text=True,
+                         env=env, timeout=400, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_extracted_once_then_read_from_the_cache(tmp_path):
+    first = load(tmp_path)
+    assert first["state"] == "ready" and first["source"] == "extracted"
+    assert first["signature"] == "make_async_copy(src_ref, dst_ref, sem) -> 'AsyncCopyDescriptor'"
+    assert first["is_pallas"] and first["count"] > 150
+    assert first["dma"] == first["nested"] == "jax._src.pallas.mosaic.core.SemaphoreType.DMA"
+    assert not first["jax_imported"]  # the subprocess imported it, not us
+    (cached,) = tmp_path.glob("api-docs-*.json")
+    data = json.loads(cached.read_text())
+    import jax
+    assert data["jax_version"] == jax.__version__ and f"jax{jax.__version__}" in cached.name
+    assert data["jax_path"] == str(Path(jax.__file__).resolve().parent)
+    second = load(tmp_path)
+    assert second["source"] == "cache" and second["signature"] == first["signature"]
+    assert second["seconds"] < 1.0 and not second["jax_imported"]
+    assert not list(tmp_path.glob("*.lock"))
+
+
+def test_a_lock_left_by_a_dead_server_is_taken_over(tmp_path):
+    from pallas_lsp.lsp import api_docs
+    info = api_docs._probe_here()
+    path = api_docs.cache_file(info)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    target = tmp_path / path.name
+    target.with_suffix(".lock").write_text(str(proc.pid))  # that process is gone
+    assert api_docs._claim(target)
+    assert not api_docs._claim(target)  # now ours, and we are alive
+    api_docs._release(target)
+
+
+async def test_api_hover_never_starts_jedi():
+    uri = kernel_uri("dma_bugs.py")
+    text = kernel_text("dma_bugs.py")
+    async with start_session("visual-studio-code") as s:
+        s.open(uri, text)
+        assert await api_docs_ready(s, uri) == "ready"
+        line, col = find(text, "make_async_copy(scratch")
+        pos = position_of(text, line, col + 3, s.encoding)
+        t = time.perf_counter()
+        h = await s.hover(uri, pos.line, pos.character)
+        assert time.perf_counter() - t < 1.0
+        assert "make_async_copy(src_ref, dst_ref, sem)" in h.contents.value
+        assert (await s.server_text(uri))["jedi"] is None  # jedi was never started
