@@ -35,6 +35,12 @@ def test_diagnostic_positions_per_encoding():
     assert (d8.range.start.character, d8.range.end.character) == (14, 26)
     assert d16.code == "PAL101" and d16.source == "pallas-lsp"
     assert d16.related_information[0].location.range.start.line == 1
+    # JAX's text, then ours after a dash, as on the command line.
+    detailed = Finding("PAL101", "DMA source/destination/semaphore arguments must be Refs.", ARG,
+                       detail="`scratch[...]` reads the whole Ref into an Array.")
+    d = convert.to_diagnostic(Selected(detailed, "error"), "file:///k.py", INDEX, feats(), DEFAULT)
+    assert d.message == ("DMA source/destination/semaphore arguments must be Refs. — "
+                         "`scratch[...]` reads the whole Ref into an Array.")
 
 
 def test_related_folded_into_message_without_client_support():
