@@ -159,3 +159,17 @@ def test_one_run_timeout_default_for_the_cli_and_the_editor(tmp_path):
 
     assert Settings().runs_timeout_s == DEFAULT_TIMEOUT
     assert f"default {DEFAULT_TIMEOUT:g}" in " ".join(cli("run", "--help", cwd=tmp_path).stdout.split())
+
+
+def test_a_reader_that_stops_early_is_not_an_internal_error(tmp_path):
+    """`pallas-lsp check ... | head -1`."""
+    for i in range(150):  # more report than a pipe holds (64 KiB)
+        (tmp_path / f"k{i}.py").write_text(BUGGY)
+    proc = subprocess.Popen([sys.executable, "-m", "pallas_lsp", "check", "--no-config",
+                             "--output-format", "full", "."], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PALLAS_LSP_JOBS="1"))
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and "internal error" not in err and "Traceback" not in err

@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BrokenPipeError:
+        try:  # nothing more reaches the reader; keep the interpreter's final flush quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
         return EXIT_CLEAN
     except KeyboardInterrupt:
         return 130
@@ -151,13 +155,18 @@ def _check(args) -> int:
         _err("`-` (stdin) cannot be combined with other paths")
         return EXIT_USAGE
     if args.stdin_filename and not stdin:
-        args.paths = ["-"]
+        if args.paths != ["."]:
+            _err("--stdin-filename names the source read from stdin: give `-`, not paths")
+            return EXIT_USAGE
+        args.paths = ["-"]  # as in ruff: the name alone means stdin
         stdin = True
     try:
         return _check_run(args, select, extend, ignore, stdin)
     except ConfigError as exc:
         _err(str(exc))
         return EXIT_USAGE
+    except BrokenPipeError:  # `| head`: the reader is gone, not a failure of ours
+        raise
     except Exception as exc:  # MemoryError, RecursionError and bugs alike
         import traceback
 

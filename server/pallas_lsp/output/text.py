@@ -71,19 +71,25 @@ def full(rows: list[Row], *, style: Style | None = None, texts: dict | None = No
     cache: dict = dict(texts or {})
     blocks = []
     for r in rows:
+        # One gutter width for the whole block, from the largest line number shown.
+        numbers = [min(r.loc.end_line, r.loc.line + 4) + 1] + [
+            min(loc.end_line, loc.line + 4) for loc, _ in r.related]
+        width = len(str(max(numbers)))
+        pad = " " * width
         lines = [f"{_head(r, style)} {style.bold(r.message)}",
-                 f"  {style.blue('-->')} {r.loc.display}:{r.loc.line}:{r.loc.col}"]
-        lines += _snippet(r.loc, cache, style, r.severity)
+                 f"{pad}{style.blue('-->')} {r.loc.display}:{r.loc.line}:{r.loc.col}"]
+        lines += _snippet(r.loc, cache, style, r.severity, width)
         if r.detail:
-            lines.append(f"   {style.blue('=')} {r.detail}")
+            lines.append(f"{pad} {style.blue('=')} {r.detail}")
         for loc, message in r.related:
-            lines.append(f"  {style.blue(':::')} {loc.display}:{loc.line}:{loc.col}: {message}")
-            lines += _snippet(loc, cache, style, "info", context=0)
+            lines.append(f"{pad}{style.blue(':::')} {loc.display}:{loc.line}:{loc.col}: "
+                         f"{message}")
+            lines += _snippet(loc, cache, style, "info", width, context=0)
         if r.fix is not None:
             how = ("safe fix" if r.fix.safe else
                    "unsafe fix, applied with `--fix --unsafe-fixes`")
             lines.append(f"{style.cyan('help:')} {r.fix.title} ({how})")
-            lines += _fix_preview(r, cache, style)
+            lines += _fix_preview(r, cache, style, width)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
@@ -93,7 +99,8 @@ def _gutter(width: int, style: Style, number: int | None = None) -> str:
     return style.blue(f"{n:>{width}} |")
 
 
-def _snippet(loc: Loc, cache: dict, style: Style, severity: str, context: int = 1) -> list[str]:
+def _snippet(loc: Loc, cache: dict, style: Style, severity: str, width: int,
+             context: int = 1) -> list[str]:
     lines = source_lines(loc.path, cache)
     if not lines or loc.line < 1 or loc.line > len(lines):
         return []
@@ -101,7 +108,6 @@ def _snippet(loc: Loc, cache: dict, style: Style, severity: str, context: int = 
     last = min(len(lines), max(loc.line, loc.end_line))
     if last - loc.line > 4:  # a long range: its first lines are enough
         last = loc.line + 4
-    width = len(str(last + context))
     out = [_gutter(width, style)]
     for n in range(first, min(len(lines), last + context) + 1):
         text = lines[n - 1].replace("\t", " ")  # one column per code point, as the spans
@@ -118,7 +124,7 @@ def _snippet(loc: Loc, cache: dict, style: Style, severity: str, context: int = 
     return out
 
 
-def _fix_preview(row: Row, cache: dict, style: Style) -> list[str]:
+def _fix_preview(row: Row, cache: dict, style: Style, width: int) -> list[str]:
     """The lines the fix changes, before (-) and after (+)."""
     from pallas_lsp.fixes import _offset, offsets
 
@@ -147,7 +153,7 @@ def _fix_preview(row: Row, cache: dict, style: Style) -> list[str]:
     grow = new.count("\n") - text.count("\n")
     before = lines[first:last + 1]
     after = new.split("\n")[first:last + 1 + grow]
-    width = len(str(last + 1 + max(grow, 0)))
+    width = max(width, len(str(last + 1 + max(grow, 0))))
     out = [_gutter(width, style)]
     out += [f"{_gutter(width, style, first + 1 + i)} {style.red('-')} {t}".rstrip()
             for i, t in enumerate(before)]
