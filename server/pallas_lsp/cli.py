@@ -54,11 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output-file", metavar="FILE", default=None,
                    help="write the report there instead of stdout")
     sel = c.add_argument_group("rule selection (codes or prefixes, comma-separated; ALL)")
-    sel.add_argument("--select", type=_codes, default=None,
+    sel.add_argument("--select", type=_codes, default=None, metavar="CODES",
                      help="report only these (replaces `select` of the configuration)")
-    sel.add_argument("--extend-select", type=_codes, action="extend", default=None,
+    sel.add_argument("--extend-select", type=_codes, action="extend", default=None, metavar="CODES",
                      help="report these too")
-    sel.add_argument("--ignore", type=_codes, action="extend", default=None,
+    sel.add_argument("--ignore", type=_codes, action="extend", default=None, metavar="CODES",
                      help="do not report these")
     sel.add_argument("--extend-ignore", type=_codes, action="extend", dest="ignore",
                      help=argparse.SUPPRESS)
