@@ -7,8 +7,12 @@ as an editor sees them: a minimal JSON-RPC client over stdio.
 Measures, per server: process start -> first diagnostics, didOpen -> first
 diagnostics, edit -> diagnostics for that version, hover p50/p95 at identifier
 positions spread over each file (split into names inside kernels and Pallas
-API names), code-action latency, and the server's RSS at the end. The same
+API names), the first hovers right after each didOpen, semantic tokens for the
+whole file, code-action latency, and the server's RSS at the end. The same
 positions are used for both servers. Not a test: numbers depend on the machine.
+
+`--jedi-needed` also hovers a Pallas API imported through a module of the
+user's own (only jedi can follow it), so pallas-lsp's RSS includes jedi's.
 """
 from __future__ import annotations
 
@@ -176,7 +180,7 @@ def bench_server(name: str, argv: list[str], files: list[Path], args) -> dict:
                              "capabilities": caps, "initializationOptions": init_options})
     c.notify("initialized", {})
     res = {"open": [], "edit": [], "hover_engine": [], "hover_api": [], "hover_other": [],
-           "action": []}
+           "action": [], "hover_first": [], "tokens": [], "tokens_by_file": {}}
     first_diag = None
     for i, path in enumerate(files):
         text = path.read_text(encoding="utf-8")
@@ -188,6 +192,14 @@ def bench_server(name: str, argv: list[str], files: list[Path], args) -> dict:
             res["open"].append(t - t0)
             if first_diag is None:
                 first_diag = t - c.t_spawn
+        # The first hovers after open (a Pallas API, a kernel name), before
+        # any warm-up had time to run.
+        for line, col, kind in positions(text, args.hovers):
+            if kind in ("api", "engine") and not any(k == kind for k, _ in _firsts(res, uri)):
+                dt, _ = c.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                         "position": {"line": line, "character": col}})
+                res["hover_first"].append(dt)
+                res.setdefault("_first_kinds", []).append((kind, uri))
         if i == 0:
             time.sleep(args.warmup)  # let background warm-up (jedi) finish once
         lines = text.split("\n")
@@ -215,6 +227,14 @@ def bench_server(name: str, argv: list[str], files: list[Path], args) -> dict:
             dt, _ = c.request("textDocument/hover", {"textDocument": {"uri": uri},
                                                      "position": {"line": line, "character": col}})
             res["hover_" + kind].append(dt)
+        times = []
+        for _ in range(args.tokens if name == "pallas-lsp" else 0):
+            dt, result = c.request("textDocument/semanticTokens/full",
+                                   {"textDocument": {"uri": uri}})
+            times.append(dt)
+        if times:
+            res["tokens"].extend(times)
+            res["tokens_by_file"][path.name] = (times, len((result or {}).get("data") or []) // 5)
         for line, col, _ in positions(text, 10):
             dt, _ = c.request("textDocument/codeAction", {
                 "textDocument": {"uri": uri},
@@ -222,10 +242,33 @@ def bench_server(name: str, argv: list[str], files: list[Path], args) -> dict:
                           "end": {"line": line, "character": col}},
                 "context": {"diagnostics": []}})
             res["action"].append(dt)
+    if args.jedi_needed and name == "pallas-lsp":
+        res["jedi_hover"] = _hover_through_user_module(c, root)
     res["rss"] = c.rss_mib()
     res["first"] = first_diag
     c.close()
     return res
+
+
+def _firsts(res: dict, uri: str):
+    return [(k, u) for k, u in res.get("_first_kinds", []) if u == uri]
+
+
+def _hover_through_user_module(c: Client, root: Path) -> float:
+    """`from mylib import pl` with mylib re-exporting Pallas: the hover needs jedi."""
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="pallas-bench-"))
+    (folder / "mylib.py").write_text("from jax.experimental import pallas as pl\n")
+    user = folder / "user.py"
+    text = "from mylib import pl\n\npl.pallas_call\n"
+    user.write_text(text)
+    c.notify("textDocument/didOpen", {"textDocument": {"uri": user.as_uri(), "languageId": "python",
+                                                       "version": 1, "text": text}})
+    c.wait_diagnostics(user.as_uri(), 1)
+    dt, _ = c.request("textDocument/hover", {"textDocument": {"uri": user.as_uri()},
+                                             "position": {"line": 2, "character": 5}})
+    time.sleep(2.0)  # let jedi finish what it started
+    return dt
 
 
 def default_files() -> list[Path]:
@@ -246,7 +289,10 @@ def main() -> None:
     ap.add_argument("--debounce-ms", type=int, default=0)
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--no-jls", action="store_true")
-    ap.add_argument("--no-jedi", action="store_true", help="pallas-lsp without jedi API docs")
+    ap.add_argument("--no-jedi", action="store_true", help="pallas-lsp with hover.jedi false")
+    ap.add_argument("--jedi-needed", action="store_true",
+                    help="also hover an API re-exported by a user module (starts jedi)")
+    ap.add_argument("--tokens", type=int, default=20, help="semantic token requests per file")
     args = ap.parse_args()
     files = args.files or default_files()
     servers = [("pallas-lsp", [sys.executable, "-m", "pallas_lsp", "serve"])]
@@ -263,7 +309,8 @@ def main() -> None:
           f"(pallas-lsp); {args.hovers} hovers and {args.edits} edits per file\n")
     hdr = ("server", "start->diag", "open->diag p50", "edit->diag p50/p95",
            "hover kernel names p50/p95", "hover Pallas API p50/p95", "hover other p50/p95",
-           "codeAction p50/p95", "RSS MiB")
+           "first hovers after open max", "semantic tokens p50/p95", "codeAction p50/p95",
+           "RSS MiB")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for name, r in rows:
@@ -272,7 +319,20 @@ def main() -> None:
               f"{pct(r['hover_engine'], .5):.1f} / {pct(r['hover_engine'], .95):.1f} ms | "
               f"{pct(r['hover_api'], .5):.1f} / {pct(r['hover_api'], .95):.1f} ms | "
               f"{pct(r['hover_other'], .5):.1f} / {pct(r['hover_other'], .95):.1f} ms | "
+              f"{pct(r['hover_first'], 1.0):.1f} ms | "
+              f"{pct(r['tokens'], .5):.1f} / {pct(r['tokens'], .95):.1f} ms | "
               f"{pct(r['action'], .5):.1f} / {pct(r['action'], .95):.1f} ms | {r['rss']:.0f} |")
+    for name, r in rows:
+        for fname, (times, n) in r["tokens_by_file"].items():
+            print(f"{name}: semantic tokens for {fname}: {n} tokens, p50 {pct(times, .5):.1f} ms, "
+                  f"p95 {pct(times, .95):.1f} ms")
+        firsts = ", ".join(f"{kind} {dt * 1000:.1f} ms" for (kind, _), dt
+                           in zip(r.get("_first_kinds", []), r["hover_first"]))
+        if firsts:
+            print(f"{name}: first hovers after each open: {firsts}")
+        if "jedi_hover" in r:
+            print(f"{name}: hover through a user re-export (starts jedi): "
+                  f"{r['jedi_hover'] * 1000:.0f} ms; RSS after it {r['rss']:.0f} MiB")
 
 
 if __name__ == "__main__":

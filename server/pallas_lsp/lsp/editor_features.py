@@ -77,6 +77,42 @@ def _hierarchical_symbols(ls) -> bool:
     return bool(ds and ds.hierarchical_document_symbol_support)
 
 
+# (method, params, a result like ours): the first request of each kind pays
+# for cattrs building its (un)structuring hooks, several milliseconds each.
+_WARM = (
+    (types.TEXT_DOCUMENT_HOVER, {"textDocument": {"uri": "file:///w.py"},
+                                 "position": {"line": 0, "character": 0}},
+     types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=""),
+                 range=types.Range(types.Position(0, 0), types.Position(0, 1)))),
+    (types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, {"textDocument": {"uri": "file:///w.py"}},
+     types.SemanticTokens(data=[0, 0, 1, 0, 0], result_id="0")),
+    (types.TEXT_DOCUMENT_SIGNATURE_HELP, {"textDocument": {"uri": "file:///w.py"},
+                                          "position": {"line": 0, "character": 0}},
+     types.SignatureHelp(signatures=[types.SignatureInformation(
+         label="f(a)", documentation=types.MarkupContent(kind=types.MarkupKind.Markdown,
+                                                         value=""),
+         parameters=[types.ParameterInformation(label=(2, 3), documentation="")])])),
+    (types.TEXT_DOCUMENT_INLAY_HINT, {"textDocument": {"uri": "file:///w.py"}, "range": {
+        "start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}},
+     [types.InlayHint(position=types.Position(0, 0), label=":", kind=types.InlayHintKind.Type)]),
+)
+
+
+def warm(ls) -> None:
+    """Build the converter's hooks for the requests editors send all the
+    time, before the first of them arrives (after the first diagnostics)."""
+    from lsprotocol.types import METHOD_TO_TYPES
+    conv = ls.protocol._converter
+    for method, params, result in _WARM:
+        try:
+            request, response, params_type, _ = METHOD_TO_TYPES[method]
+            conv.structure({"jsonrpc": "2.0", "id": 0, "method": method, "params": params},
+                           request)
+            conv.unstructure(response(id=0, result=result))
+        except Exception as exc:  # only a warm-up
+            log.debug("warming %s failed: %s", method, exc)
+
+
 def register(server) -> None:
     results = st.ResultCache()
     server.semantic_results = results

@@ -95,7 +95,7 @@ class WorkspaceIndex:
         if not path:
             return []
         with self._lock:
-            per = dict(self._launches_from.get(os.path.realpath(path), {}))
+            per = dict(self._launches_from.get(self.project.realpath(path), {}))
         return [item for caller, found in per.items() if not self._is_open(caller)
                 for item in found]
 
@@ -114,7 +114,7 @@ class WorkspaceIndex:
         if not path:
             return []
         with self._lock:
-            per = dict(self._from_callers.get(os.path.realpath(path), {}))
+            per = dict(self._from_callers.get(self.project.realpath(path), {}))
         # A caller opened since: its own analysis (its buffer) speaks for it.
         return [f for caller, found in per.items() if not self._is_open(caller) for f in found]
 
