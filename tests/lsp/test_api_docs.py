@@ -82,3 +82,18 @@ async def test_api_hover_never_starts_jedi():
         assert time.perf_counter() - t < 1.0
         assert "make_async_copy(src_ref, dst_ref, sem)" in h.contents.value
         assert (await s.server_text(uri))["jedi"] is None  # jedi was never started
+
+
+async def test_a_reexport_from_user_code_is_resolved_by_jedi(tmp_path):
+    """`from mylib import pl`: the import scan cannot tell it is Pallas; jedi
+    can, and is started for it (then the docs come from the extracted table)."""
+    (tmp_path / "mylib.py").write_text("from jax.experimental import pallas as pl\n")
+    user = tmp_path / "user.py"
+    text = "from mylib import pl\n\npl.pallas_call\n"
+    user.write_text(text)
+    async with start_session("visual-studio-code", root=tmp_path) as s:
+        s.open(user.as_uri(), text)
+        assert await api_docs_ready(s, user.as_uri()) == "ready"
+        h = await s.hover(user.as_uri(), 2, 5)
+        assert h is not None and "pallas_call(kernel" in h.contents.value
+        assert (await s.server_text(user.as_uri()))["jedi"] is True

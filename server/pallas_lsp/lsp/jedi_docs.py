@@ -1,7 +1,10 @@
-"""Signatures and docstrings from jedi, run in the user's Python environment.
+"""jedi, run in the user's Python environment, for the one thing only it
+can do here: follow an import of the user's own modules to the Pallas API it
+re-exports (`from mypkg.common import pl`). The API docs themselves come from
+api_docs.py; jedi's caches of jax are most of what it costs in memory, so it
+starts only when such a name is hovered.
 
-jedi is slow to start and not thread-safe, so every call runs on one
-background thread; the first use (`warm`) happens right after `initialized`.
+jedi is not thread-safe, so every call runs on one background thread.
 Nothing here is on the diagnostics path. Every entry point returns None when
 jedi, the interpreter or jax is unavailable, or when jedi is too slow.
 """
@@ -12,25 +15,12 @@ import gc
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from pallas_lsp.lsp.worker import Worker
 
 log = logging.getLogger(__name__)
 
 PALLAS_MODULES = ("jax._src.pallas", "jax.experimental.pallas")
-
-# The APIs people hover most: inferring each once loads the jax modules that
-# define them, so later hovers answer from jedi's caches.
-_WARM_APIS = ("pl.pallas_call", "pl.BlockSpec", "pl.program_id", "pl.num_programs", "pl.when",
-              "pl.ds", "pl.run_scoped", "pl.semaphore_signal", "pl.semaphore_wait",
-              "pltpu.make_async_copy", "pltpu.async_copy", "pltpu.sync_copy",
-              "pltpu.make_async_remote_copy", "pltpu.SemaphoreType", "pltpu.VMEM",
-              "pltpu.PrefetchScalarGridSpec", "pltpu.emit_pipeline", "pltpu.CompilerParams",
-              "pl.ANY", "pltpu.SMEM", "pltpu.HBM", "pltpu.InterpretParams")
-_WARM_SOURCE = ("from jax.experimental import pallas as pl\n"
-                "from jax.experimental.pallas import tpu as pltpu\n"
-                + "".join(f"{name}\n" for name in _WARM_APIS))
 
 
 @dataclass(frozen=True)
@@ -59,7 +49,6 @@ class JediDocs:
         self._root: str | None = None
         self._env = None  # jedi Environment, created on the jedi thread
         self._project = None
-        self._jax_root: Path | None | bool = False  # False = not looked up yet
         self.available: bool | None = None  # None until the first attempt
 
     # -------------------------------------------------------------- setup
@@ -75,7 +64,6 @@ class JediDocs:
     def _reset(self) -> None:
         self._env = None
         self._project = None
-        self._jax_root = False
         self.available = None
 
     def _environment(self):
@@ -103,29 +91,6 @@ class JediDocs:
 
     # -------------------------------------------------------------- work (jedi thread)
 
-    def _warm(self) -> bool:
-        try:
-            self._script(_WARM_SOURCE, None).infer(3, len(_WARM_APIS[0]))
-            self.available = True
-        except Exception as exc:
-            log.info("jedi unavailable: %s", exc)
-            self.available = False
-        if self.available:
-            self._worker.submit(self._warm_one, 1)
-        return bool(self.available)
-
-    def _warm_one(self, i: int) -> None:
-        """One API per job, each queueing the next: a hover that arrives
-        meanwhile waits for one inference, not for the whole warm-up."""
-        if i >= len(_WARM_APIS):
-            gc.freeze()  # jedi's caches live as long as the server: keep them out of GC scans
-            return
-        try:
-            self._script(_WARM_SOURCE, None).infer(3 + i, len(_WARM_APIS[i]))
-        except Exception:
-            return
-        self._worker.submit(self._warm_one, i + 1)
-
     def preparse(self, source: str, path: str | None) -> None:
         """Let jedi parse an opened file in the background, so the first API
         hover in it does not pay for the parse (parso caches it by path)."""
@@ -146,6 +111,8 @@ class JediDocs:
         except Exception as exc:
             log.debug("jedi failed at %s:%s:%s: %s", path, line, col, exc)
             return None
+        self.available = True  # jedi works: opened files may be pre-parsed from now on
+        gc.freeze()  # its caches live as long as the server: keep them out of GC scans
         for n in names:
             full = n.full_name or ""
             if not full:
@@ -163,25 +130,7 @@ class JediDocs:
                           docstring=doc or "", module_path=module_path, line=n.line)
         return None
 
-    def _find_jax_root(self) -> Path | None:
-        if self._jax_root is not False:
-            return self._jax_root  # type: ignore[return-value]
-        root = None
-        try:
-            for entry in self._environment().get_sys_path():
-                if Path(entry, "jax", "__init__.py").is_file():
-                    root = Path(entry)
-                    break
-        except Exception as exc:
-            log.debug("cannot read the sys.path of the jedi environment: %s", exc)
-        self._jax_root = root
-        return root
-
     # -------------------------------------------------------------- async API
-
-    def warm(self):
-        """Start jedi in the background (returns a concurrent Future)."""
-        return self._worker.submit(self._warm)
 
     async def lookup(self, source: str, path: str | None, line: int, col: int,
                      timeout_s: float) -> ApiDoc | None:
@@ -192,16 +141,4 @@ class JediDocs:
             return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except asyncio.TimeoutError:
             log.info("jedi took longer than %.1fs; hover without it", timeout_s)
-            return None
-
-    async def jax_root(self, timeout_s: float) -> Path | None:
-        """site-packages directory holding jax in the jedi environment."""
-        if self.available is False:
-            return None
-        if self._jax_root is not False:
-            return self._jax_root  # type: ignore[return-value]
-        fut = asyncio.wrap_future(self._worker.submit(self._find_jax_root))
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), max(timeout_s, 0.1))
-        except asyncio.TimeoutError:
             return None

@@ -1018,7 +1018,7 @@ def run(tcp: str | None = None, log_file: str | None = None) -> None:
     server = create_server()
     # Full collections over everything the server and jedi keep alive showed
     # up as 100-500 ms edit stalls. Long-lived objects are frozen out of the
-    # collector: now, and again once jedi's caches are warm (jedi_docs.py).
+    # collector: now, and again after each jedi lookup (jedi_docs.py).
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)  # fewer young collections: each analysis makes ~10^5 objects
     log.info("pallas-lsp %s starting (%s)", __version__, f"tcp {tcp}" if tcp else "stdio")
