@@ -5,7 +5,9 @@
 // "running"; PAL101 shows in the Problems panel; the hover on `sem` says
 // "DMA semaphore · shape ()"; the quick fix "Pass the Ref `scratch` instead
 // of reading it" is offered and applied; the line reads `scratch` and the
-// Problems panel is empty. Selectors are VS Code 1.139 internals.
+// Problems panel is empty; in tokens_kernel.py the Ref `x_ref`, the Array `y`
+// and the semaphore `sems` get different colours from the default theme (our
+// semantic tokens). Selectors are VS Code 1.139 internals.
 "use strict";
 
 const path = require("node:path");
@@ -134,6 +136,42 @@ async function main() {
     await page.waitForTimeout(500);
     await shot("vscode-fixed.png", IMG);
 
+    step = "semantic tokens: a Ref and an Array coloured differently";
+    log(step);
+    await openFile(page, "tokens_kernel.py");
+    await page.locator(".monaco-editor .view-line", { hasText: "y = x_ref[...]" }).first()
+      .waitFor({ timeout: 30_000 });
+    // The colour of a word on the line that starts with `prefix`, once the
+    // theme's colour for it comes from our token (semantic tokens arrive after
+    // the TextMate colours).
+    const colours = await page.waitForFunction(() => {
+      const lines = [...document.querySelectorAll(".monaco-editor .view-line")];
+      const text = (el) => el.textContent.replace(/\u00a0/g, " ");  // the editor renders nbsp
+      const colourOf = (prefix, word) => {
+        const line = lines.find((l) => text(l).trimStart().startsWith(prefix));
+        const span = line && [...line.querySelectorAll("span span")].find((s) => text(s).trim() === word);
+        return span ? getComputedStyle(span).color : null;
+      };
+      const ref = colourOf("y = x_ref", "x_ref");
+      const array = colourOf("y = x_ref", "y");
+      const sem = colourOf("tag = ", "sems");
+      const descriptor = colourOf("copy.start()", "copy");
+      const plain = colourOf("tag = ", "tag");  // a constant: no token of ours
+      return ref && array && sem && plain && ref !== array && ref !== plain && sem !== ref
+        && sem !== array ? { ref, array, sem, descriptor, plain } : null;
+    }, null, { timeout: 60_000 });
+    log(`token colours: ${JSON.stringify(await colours.jsonValue())}`);
+    await goTo(page, "9:9");
+    await quickInput(page, "F1", ">View: Toggle Panel Visibility");  // more kernel in the picture
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Toggle Panel Visibility" }).first()
+      .waitFor({ timeout: 30_000 });
+    await page.keyboard.press("Enter");
+    await page.waitForTimeout(800);
+    await shot("vscode-semantic-tokens.png", IMG);
+    // back to the buggy kernel (its tab): the run below is for it
+    await page.locator(".tab", { hasText: "buggy_kernel.py" }).first().click();
+    await page.locator(".tab.active", { hasText: "buggy_kernel.py" }).waitFor({ timeout: 30_000 });
+
     step = "run command (interpret mode)";
     log(step);
     // The server side of runs may not exist yet: then the client says so.
@@ -151,6 +189,11 @@ async function main() {
     step = "the output channel";
     log(step);
     await status.first().click();
+    // the run's log lines follow the start-up lines: go to the top of the channel
+    const output = page.locator(".panel .monaco-editor").first();
+    await output.waitFor({ timeout: 30_000 });
+    await output.click();
+    await page.keyboard.press("Control+Home");
     await page.locator(".monaco-editor .view-line", { hasText: "starting pallas-lsp" }).first()
       .waitFor({ timeout: 30_000 });
     if (await page.locator(".monaco-editor .view-line", { hasText: "[error]" }).count()) {
