@@ -385,10 +385,10 @@ class PallasLanguageServer(LanguageServer):
 
     def _open_text(self, path: str) -> str | None:
         """Editor buffers take precedence over the disk for other files."""
-        real = os.path.realpath(path)
+        real = _realpath(path)
         for uri in self.documents.uris():
             doc = self.documents.get(uri)
-            if doc is not None and doc.path and os.path.realpath(doc.path) == real:
+            if doc is not None and doc.path and _realpath(doc.path) == real:
                 return doc.text
         return None
 
@@ -608,6 +608,20 @@ class PallasLanguageServer(LanguageServer):
 
 
 # ---------------------------------------------------------------- features
+
+
+_REAL: dict[str, str] = {}
+
+
+def _realpath(path: str) -> str:
+    """realpath, remembered: the engine asks for other files' text on the
+    edit path, once per import, and every lookup compares open documents."""
+    hit = _REAL.get(path)
+    if hit is None:
+        if len(_REAL) > 10_000:
+            _REAL.clear()
+        hit = _REAL[path] = os.path.realpath(path)
+    return hit
 
 
 async def _admit() -> None:
