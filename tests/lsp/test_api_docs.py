@@ -3,6 +3,7 @@ cached on disk per jax version and path, read back without importing jax;
 the hover uses them and never starts jedi for a Pallas name."""
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -94,6 +95,15 @@ async def test_a_reexport_from_user_code_is_resolved_by_jedi(tmp_path):
     async with start_session("visual-studio-code", root=tmp_path) as s:
         s.open(user.as_uri(), text)
         assert await api_docs_ready(s, user.as_uri()) == "ready"
+        # With jedi's on-disk cache cold (a fresh machine), its first look at jax
+        # takes longer than the hover timeout: that hover answers without jedi,
+        # on time, and jedi keeps working, so a later hover has the docs.
+        t = time.perf_counter()
         h = await s.hover(user.as_uri(), 2, 5)
-        assert h is not None and "pallas_call(kernel" in h.contents.value
+        assert time.perf_counter() - t < 2.0 + 1.5  # hover.jediTimeoutMs (2 s) + slack
+        deadline = time.perf_counter() + 60
+        while not (h is not None and "pallas_call(kernel" in h.contents.value):
+            assert time.perf_counter() < deadline, "jedi never resolved the re-export"
+            await asyncio.sleep(0.5)
+            h = await s.hover(user.as_uri(), 2, 5)
         assert (await s.server_text(user.as_uri()))["jedi"] is True
