@@ -41,6 +41,8 @@ EXAMPLES = {
     "Expected the destination semaphore to be a reference": "PAL110",
     "DMA partial discharge add=True not yet implemented.": "PAL111",
     "DMA with add=True is not supported.": "PAL111",
+    "ValueError: `JaxprInputEffect` Write<Var(id=1407):float32[8,128]> does not have a"
+    " corresponding jaxpr input.": "PAL112",
     "Cannot signal on a non-semaphore Ref: semaphore[]": "PAL201",
     "Cannot wait on a non-semaphore Ref: semaphore[]": "PAL201",
     "Cannot wait on a non-()-shaped semaphore: (2,)": "PAL202",
@@ -75,6 +77,9 @@ EXAMPLES = {
     "XLA:TPU compile permanent error. Ran out of memory in memory space vmem. Used 24.00M of"
     " 16.00M vmem.": "PAL404",
     "INTERNAL: Mosaic failed to compile TPU kernel: Invalid vector type for load": "PAL405",
+    "Pallas encountered an internal verification error. Please file a bug at https://github.com/"
+    "jax-ml/jax/issues/new/choose. Error details: 'tpu.wait_dma2' op DMA wait semaphore must be"
+    " rank 0": "PAL406",
 }
 # PAL104's message is word for word PAL103's; the text alone cannot select it.
 UNREACHABLE_BY_TEXT = {"PAL104"}

@@ -36,7 +36,7 @@ JAX_TIMEOUT_S = 120
 # Every code the oracle must cover (PAL107 needs a hijax type and is skipped).
 CODES = (
     "PAL101", "PAL102", "PAL103", "PAL104", "PAL105", "PAL106", "PAL108",
-    "PAL109", "PAL110", "PAL111",
+    "PAL109", "PAL110", "PAL111", "PAL112",
     "PAL201", "PAL202", "PAL203", "PAL204", "PAL205", "PAL206", "PAL207",
     "PAL208", "PAL209",
 )

@@ -1,4 +1,4 @@
-"""PAL401-PAL404 from source alone, proven against the compiler: the engine's
+"""PAL401-PAL406 from source alone, proven against the compiler: the engine's
 findings on the fixtures must be exactly the `# expect PALnnn` lines, where the
 compile run (conftest.py, libtpu) fails; the fixed twins compile and get
 nothing. Also: the shipped lowering table matches the installed jax, jax's own
@@ -24,7 +24,7 @@ from pallas_lsp.engine.source import parse  # noqa: E402
 from pallas_lsp.engine.tpu import lowering_data  # noqa: E402
 
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
-PAL4 = ("PAL401", "PAL402", "PAL403", "PAL404", "PAL405")
+PAL4 = ("PAL401", "PAL402", "PAL403", "PAL404", "PAL405", "PAL406")
 
 
 def _findings(path: Path):

@@ -477,9 +477,17 @@ def _segments_to_args(segments: list[list[Value] | None], params: list[str], req
 
 def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, frame: Frame) -> None:
     """Bind the kernel's parameters as pallas_call does and run its body."""
-    if pc.node_id in interp.kernels_done:
+    # One run per kernel a launch site is given: a shared launcher
+    # (`def launch(kernel, ...)`) is called with several kernels, and a kernel
+    # partial'd with other constants may take other branches. Bounded per site.
+    key = (pc.node_id, _kernel_identity(pc.kernel))
+    if key in interp.kernels_done:
         return
-    interp.kernels_done.add(pc.node_id)
+    runs = interp.kernel_runs.get(pc.node_id, 0)
+    if runs >= MAX_KERNELS_PER_SITE:
+        return
+    interp.kernel_runs[pc.node_id] = runs + 1
+    interp.kernels_done.add(key)
     if isinstance(pc.kernel, Choice):  # `kernel = a if flag else b`: check each
         for i, option in enumerate(pc.kernel.options):
             run_kernel(interp, replace(pc, kernel=option, node_id=hash((pc.node_id, i))), n_args,
@@ -558,6 +566,28 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
     launch.kernel_id = interp._kernel_count + 1
     interp.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins,
                      call_node=pc.kernel_arg or pc.node, backend_name=be)
+
+
+MAX_KERNELS_PER_SITE = 8
+
+
+def _kernel_identity(kernel: Value):
+    """Which function, and the constants partial() bound to it."""
+    if not isinstance(kernel, Func):
+        return id(kernel) if isinstance(kernel, Choice) else None
+    consts = tuple((i, v.value) for i, v in enumerate(kernel.bound_args)
+                   if isinstance(v, Const) and _hashable(v.value))
+    consts += tuple((k, v.value) for k, v in kernel.bound_kwargs
+                    if isinstance(v, Const) and _hashable(v.value))
+    return (id(kernel.node), consts)
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
 
 
 def _output_ref(spec: Value, shape: Value | None, origin: str) -> Value:

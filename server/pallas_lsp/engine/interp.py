@@ -127,7 +127,8 @@ class Interpreter:
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
-        self.kernels_done: set[int] = set()
+        self.kernels_done: set = set()  # (launch site, kernel) already run
+        self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
         self.api_calls: list = []  # (node, api, args, kwargs) of Pallas calls in this file
         self._kernel_id = 0  # kernel of the frame being executed (for events)

@@ -8,7 +8,9 @@ Where a failure goes, in this order:
   2. the kernel statement: the innermost user-file position in the MLIR
      location the compiler printed, or JAX's "before transformation" frames
      of a lowering error;
-  3. the `pallas_call` itself (the call expression in the user's frame that
+  3. for a message with no location (a Mosaic verifier error), the engine's
+     finding of the same catalog code inside the compiled kernel;
+  4. the `pallas_call` itself (the call expression in the user's frame that
      bound it; for `f = pl.pallas_call(k, ...)` then `f(x)`, the pallas_call
      of kernel `k` nearest above `f(x)`).
 """
@@ -44,6 +46,7 @@ HINTS = {
                    "the operation, and back afterwards.",
     "vmem": "Use smaller blocks, fewer or smaller scratch buffers, or raise the limit with "
             "`compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...)`.",
+    "wait_sem": "Wait on one semaphore, `sems.at[i]`, as the copy was started with.",
     "partition": "Call the kernel inside `jax.shard_map` so that each device runs it on its "
                  "own shard.",
     "other": "The kernel runs in interpret mode but the TPU compiler rejects it; see the "
@@ -65,6 +68,8 @@ def kind_of(message: str) -> str:
         return "vmem"
     if "cannot be automatically partitioned" in message:
         return "partition"
+    if "DMA wait semaphore must be rank 0" in message:
+        return "wait_sem"
     return "other"
 
 
@@ -214,6 +219,7 @@ class Locator:
     def __init__(self, pm: PathMap):
         self.pm = pm
         self.src = _Source()
+        self._analyses: dict[str, list] = {}  # path -> the engine's findings (static_site)
 
     def site(self, rec: dict) -> tuple[str, dict] | None:
         frames = _user_frames(rec.get("site") or [], self.pm)
@@ -246,6 +252,31 @@ class Locator:
                 return local, calls[0], None
             return local, None, self.pm.span(local, kernel.get("line") or 1)
         return "", None, None
+
+    def static_site(self, rec: dict, code: str) -> tuple[str, Span] | None:
+        """Where the engine reports `code` inside the compiled kernel, for
+        compiler messages that carry no location. Only a finding of the very
+        code the message maps to, inside the kernel's own def, is used."""
+        kernel = rec.get("kernel") or {}
+        local = self.pm.local(kernel["file"]) if kernel.get("file") else None
+        line = kernel.get("line")
+        tree = self.src.tree(local) if local else None
+        if tree is None or not line:
+            return None
+        kdef = next((n for n in ast.walk(tree)
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.lineno <= line <= (n.end_lineno or n.lineno)
+                     and any(d.lineno == line for d in [n] + n.decorator_list)), None)
+        if kdef is None:
+            return None
+        if local not in self._analyses:
+            from pallas_lsp.engine.analyze import analyze  # noqa: PLC0415 - only on this path
+            text = "\n".join(self.pm.lines(local) or [])
+            self._analyses[local] = analyze(text, local).findings
+        for f in self._analyses[local]:
+            if f.code == code and kdef.lineno - 1 <= f.span.line <= (kdef.end_lineno or 0) - 1:
+                return local, f.span
+        return None
 
     def spec(self, path: str, call: _Call, side: str, idx: int | None,
              num_prefetch: int) -> ast.AST | None:
@@ -351,6 +382,16 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
                 related.insert(0, RunRelated(pm.display(path), _span_of(pm, path, call.node),
                                              "the pallas_call compiled here"))
             path = kpath
+    entry = _match(raw)
+    code = entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
+    if span is None and call is not None and code != CODE_COMPILE and kind not in ("vmem", "partition"):
+        found = loc.static_site(rec, code)
+        if found is not None:
+            path, span = found
+        if span is not None:
+            cpath = loc.call(rec)[0]
+            related.insert(0, RunRelated(pm.display(cpath), _span_of(pm, cpath, call.node),
+                                         "the pallas_call compiled here"))
     if span is None:
         at = _call_position(pm, path, call, call_span, fallback)
         if at is None:
@@ -358,8 +399,6 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
         path, span = at
     elif call_span is not None and call is not None and call_span.line != call.node.lineno - 1:
         related.append(RunRelated(pm.display(path), call_span, "called here"))
-    entry = _match(raw)
-    code = entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
     return _Failure(pm.display(path), span, code, text, HINTS[kind], tuple(related[:6]),
                     rec.get("nodeid"))
 

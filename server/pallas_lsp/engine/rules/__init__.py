@@ -8,6 +8,7 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal105_src_sem_device_id, pal106_wait_send_local,
                                      pal108_negative_priority, pal109_dma_regular_sem,
                                      pal110_wait_sem_not_ref, pal111_dma_add,
+                                     pal112_wait_on_value,
                                      pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
                                      pal203_sem_op_wrong_type, pal204_direct_hbm_access,
                                      pal205_store_ref_into_ref, pal206_load_store_on_value,
@@ -16,19 +17,20 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal303_wait_without_start, pal304_dma_regular_sem_start,
                                      pal305_dma_shape_mismatch, pal401_block_shape_not_tiled,
                                      pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
-                                     pal404_scoped_vmem, pal405_float16_vector)
+                                     pal404_scoped_vmem, pal405_float16_vector,
+                                     pal406_wait_sem_array)
 
 RULES = (
     pal101_dma_arg_not_ref, pal102_send_sem_not_ref, pal103_dst_sem_not_scalar,
     pal104_send_sem_not_scalar, pal105_src_sem_device_id, pal106_wait_send_local,
     pal108_negative_priority, pal109_dma_regular_sem, pal110_wait_sem_not_ref,
-    pal111_dma_add, pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
+    pal111_dma_add, pal112_wait_on_value, pal201_sem_op_not_ref, pal202_sem_op_not_scalar,
     pal203_sem_op_wrong_type, pal204_direct_hbm_access, pal205_store_ref_into_ref,
     pal206_load_store_on_value, pal207_non_decrementing_wait, pal208_run_scoped_hbm,
     pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
     pal304_dma_regular_sem_start, pal305_dma_shape_mismatch,
     pal401_block_shape_not_tiled, pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
-    pal404_scoped_vmem, pal405_float16_vector,
+    pal404_scoped_vmem, pal405_float16_vector, pal406_wait_sem_array,
 )
 
 # Codes with a catalog entry but no static rule: JAX raises them in cases the

@@ -73,6 +73,18 @@ def wait_ops(call: DmaCall, kinds=("wait", "wait_recv", "wait_send")):
     return [op for op in call.ops if op.op in kinds]
 
 
+def wait_only(ctx: "Context"):
+    """(descriptor, its waits) for every descriptor that is waited on but never
+    started: rebuilt only to wait for a copy started elsewhere. A started one
+    fails at `.start()` first, so only these reach `dma_wait`'s own checks."""
+    for call in ctx.events.dmas:
+        if call.started:
+            continue
+        waits = wait_ops(call)
+        if waits:
+            yield call, waits
+
+
 def raise_sites(ctx: Context, call: DmaCall, ops, what: str) -> tuple[Related, ...]:
     """Related information: where JAX raises (the .start()/.wait() line)."""
     if call.implicit_start and what == "start":
@@ -134,5 +146,5 @@ def sem_shape_text(shape) -> str:
 
 
 __all__ = ["Context", "Finding", "Fix", "Edit", "Related", "Severity", "Span", "Ref", "Array",
-           "Const", "SemKind", "Iterable", "is_value", "start_ops", "wait_ops", "raise_sites",
+           "Const", "SemKind", "Iterable", "is_value", "start_ops", "wait_ops", "wait_only", "raise_sites",
            "ref_fix", "at_fix", "explain_value", "sem_shape_text"]

@@ -1,18 +1,13 @@
 """PAL110: a wait-only descriptor whose semaphore is an Array."""
 from pallas_lsp.engine.rules._base import (Context, Finding, explain_value, is_value,
-                                           raise_sites, ref_fix, wait_ops)
+                                           raise_sites, ref_fix, wait_only, wait_ops)
 
 CODE = "PAL110"
 MESSAGE = "Expected the destination semaphore to be a reference"
 
 
 def check(ctx: Context):
-    for call in ctx.events.dmas:
-        if call.started:
-            continue  # start() raises PAL101 first
-        waits = wait_ops(call)
-        if not waits:
-            continue
+    for call, waits in wait_only(ctx):
         args = [call.sem]
         if call.remote and call.send_sem is not None and wait_ops(call, ("wait", "wait_send")):
             args.append(call.send_sem)

@@ -1,0 +1,40 @@
+"""PAL406: a wait-only descriptor in a TPU kernel waits on a whole array of
+semaphores. `dma_wait` does not check the semaphore's shape, so tracing
+accepts it; the Mosaic verifier rejects it when the kernel is lowered for a
+TPU (the check is in the `tpu.wait_dma2` op), and TPU interpret mode fails
+with a generic TypeError."""
+from pallas_lsp.engine.model import Ref
+from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, sem_shape_text, wait_only,
+                                           wait_ops)
+from pallas_lsp.engine.rules._tpu import tpu_kernel_ids
+
+CODE = "PAL406"
+MESSAGE = "'tpu.wait_dma2' op DMA wait semaphore must be rank 0"
+
+
+def check(ctx: Context):
+    kernels = tpu_kernel_ids(ctx.events)
+    for call, _ in wait_only(ctx):
+        if call.kernel_id not in kernels:
+            continue
+        args = []
+        if wait_ops(call, ("wait", "wait_recv")):
+            args.append(("receive" if call.remote else "completion", call.sem))
+        if call.remote and call.send_sem is not None and wait_ops(call, ("wait_send",)):
+            args.append(("send", call.send_sem))
+        for role, arg in args:
+            v = arg.value
+            if not arg.present or not isinstance(v, Ref) or v.sem is None \
+                    or v.shape is None or v.shape == ():
+                continue
+            text = ctx.text(arg.node)
+            shape = sem_shape_text(v.shape)
+            yield Finding(
+                code=CODE,
+                message=MESSAGE,
+                detail=(f"`{text}` is an array of semaphores (shape {shape}); a DMA wait "
+                         f"blocks on one {role} semaphore, so select it with `{text}.at[i]`. "
+                         f"Tracing accepts this; lowering for a TPU fails."),
+                span=ctx.span(arg.node),
+                fixes=at_fix(ctx, arg.node, v.shape),
+            )
