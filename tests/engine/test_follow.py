@@ -392,3 +392,108 @@ def test_launcher_flags_keep_scratch_list_and_kernel_in_step():
                               in_specs=[{ANY}], out_specs={ANY}, scratch_shapes=scratch)(x)
     '''
     assert _twin(body, "stage, sems)", "stage, sems.at[0])") == (["PAL103"], [])
+
+
+def test_tree_map_starts_and_waits_each_descriptor_of_a_list():
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems):
+        copies = []
+        for i in range(2):
+            copies.append(pltpu.make_async_copy(x_hbm.at[i], buf.at[i], sems.at[i]))
+        jax.tree.map(lambda c: c.start(), copies)
+        jax.tree_util.tree_map(lambda c: c.wait(), copies)
+        o_ref[...] = buf[0]
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    # Started only through tree.map: the start-time check must still run.
+    assert _twin(body, "sems.at[i]))", "sems))") == ([], ["PAL103"])
+    # And the waits are seen: no "started and never waited".
+    assert "PAL302" not in codes(body)
+
+
+def test_a_shared_launcher_runs_every_kernel_it_is_given():
+    body = f'''
+    def good_kernel(x_hbm, o_ref, buf, sem):
+        pltpu.sync_copy(x_hbm, buf)
+        o_ref[...] = buf[...]
+
+    def bad_kernel(x_hbm, o_ref, buf, sem):
+        c = pltpu.make_async_copy(x_hbm, buf[...], sem)
+        c.start()
+        c.wait()
+        o_ref[...] = buf[...]
+
+    def _launch(kernel, x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA(())])(x)
+
+    def good(x):
+        return _launch(good_kernel, x)
+
+    def bad(x):
+        return _launch(bad_kernel, x)
+    '''
+    assert _twin(body, "buf[...], sem)", "buf, sem)") == (["PAL101"], [])
+
+
+def test_a_builder_returning_its_launcher_is_followed_for_each_flag():
+    """`build(*, has_scales)` defines the kernel and `make_call`, returns
+    `fn`; the kernel unpacks `*refs` with `next(it)`, generator expressions
+    included, in step with the flag that sized `in_specs`."""
+    body = f'''
+    N_TABLES = 2
+
+    def build(*, has_scales, hidden):
+        def kernel(*refs):
+            it = iter(refs)
+            (t0, t1) = (next(it) for _ in range(N_TABLES))
+            x_hbm = next(it)
+            s_hbm = next(it) if has_scales else None
+            o_hbm = next(it)
+            buf = next(it)
+            sems = next(it)
+            pltpu.make_async_copy(x_hbm, buf, sems.at[0]).start()
+            pltpu.make_async_copy(x_hbm, buf, sems.at[0]).wait()
+            pltpu.sync_copy(buf, o_hbm)
+
+        def make_call():
+            hbm = {ANY}
+            n_inputs = 1 + (1 if has_scales else 0)
+            scratch = []
+            scratch.append(pltpu.VMEM((8, hidden), jnp.float32))
+            scratch.append(pltpu.SemaphoreType.DMA((2,)))
+            return pl.pallas_call(kernel, out_shape={OUT},
+                grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=N_TABLES,
+                    in_specs=[hbm] * n_inputs, out_specs=hbm,
+                    scratch_shapes=tuple(scratch), grid=()))
+
+        def fn(t0, t1, x, s=None):
+            return make_call()(t0, t1, *((x,) if s is None else (x, s)))
+        return fn
+    '''
+    assert _twin(body, "(x_hbm, buf, sems.at[0]).start()", "(x_hbm, buf[...], sems.at[0]).start()") \
+        == ([], ["PAL101"])
+    assert _twin(body, "(x_hbm, buf, sems.at[0]).start()", "(x_hbm, buf, sems).start()") \
+        == ([], ["PAL103"])
+
+
+def test_next_in_a_generator_expression_advances_the_kernels_iterator():
+    # Without it, `x_hbm` below would be the first scalar-prefetch Ref again.
+    assert codes(f'''
+    def kernel(*refs):
+        it = iter(refs)
+        (i0, i1) = (next(it) for _ in range(2))
+        x_hbm = next(it)
+        o_ref = next(it)
+        o_ref[...] = x_hbm[...]
+
+    def launch(a, b, x):
+        return pl.pallas_call(kernel, out_shape={OUT},
+            grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=2, in_specs=[{ANY}],
+                                                   out_specs=pl.BlockSpec(memory_space=pltpu.VMEM)))(a, b, x)
+    ''') == ["PAL204"]

@@ -82,18 +82,23 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
     for items in foreign.values():
         items.sort(key=lambda f: (f.span.line, f.span.col, f.code))
-    names = sorted(interp.names.values(), key=lambda n: (n.span.line, n.span.col))
     places = _Places(interp)
-    names = [replace(n, decl=places.decl(n.value.decl)) if getattr(n.value, "decl", None)
-             is not None else n for n in names]
-    analysis = Analysis(path=path, findings=findings, names=names, kernels=list(interp.kernels),
+
+    def names():
+        items = sorted(interp.names.values(), key=lambda n: (n.span.line, n.span.col))
+        return [replace(n, decl=places.decl(n.value.decl)) if getattr(n.value, "decl", None)
+                is not None else n for n in items]
+
+    analysis = Analysis(path=path, findings=findings, kernels=list(interp.kernels),
                         syntax_error=src.syntax_error, foreign=foreign, deps=set(interp.deps),
                         missing=set(interp.missing), incomplete=interp.incomplete,
-                        launches=places.launches(interp.events.launches),
-                        calls=places.calls(interp.api_calls))
+                        launches=places.launches(interp.events.launches))
     from pallas_lsp.engine.rules._tpu import hover_rows
-    analysis.launch_notes = [(span, text) for span, text in hover_rows(events, ctx.span)
-                             if not span.path or span.path == src.path]
+    analysis.lazy["names"] = names
+    analysis.lazy["calls"] = lambda: places.calls(interp.api_calls)
+    analysis.lazy["launch_notes"] = lambda: [
+        (span, text) for span, text in hover_rows(events, ctx.span)
+        if not span.path or span.path == src.path]
     if coverage:
         from pallas_lsp.engine.coverage import measure
         analysis.coverage = measure(src, interp, events)

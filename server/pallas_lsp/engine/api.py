@@ -29,6 +29,18 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 
 
 def canonical(dotted: str) -> str:
+    short = _CANONICAL.get(dotted)
+    if short is None:
+        short = _canonical(dotted)
+        if len(_CANONICAL) < 50_000:  # names seen in source: bounded, hostile files aside
+            _CANONICAL[dotted] = short
+    return short
+
+
+_CANONICAL: dict[str, str] = {}
+
+
+def _canonical(dotted: str) -> str:
     for prefix, short in _PREFIXES:
         if dotted == prefix:
             return short

@@ -70,6 +70,17 @@ class Scope:
             s = s.parent
         return None
 
+    def rebind(self, name: str, value: Value) -> None:
+        """Assign where the name lives: `next(it)` in a comprehension or a
+        nested function advances the enclosing scope's iterator."""
+        s: Scope | None = self
+        while s is not None:
+            if name in s.vars:
+                s.vars[name] = value
+                return
+            s = s.parent
+        self.vars[name] = value
+
     def fork(self) -> Scope:
         return Scope(self.parent, dict(self.vars), self.module)
 
@@ -123,6 +134,7 @@ class Interpreter:
         self._memo: dict[tuple, Value] = {}
         self._active: set[tuple] = set()
         self._entered: set[int] = set()  # function nodes already run at least once
+        self._closures: dict[int, Func] = {}  # nested def node -> Func in its first closure
         self._unknown_run: set[int] = set()  # ... and those run with unknown arguments
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
@@ -158,8 +170,10 @@ class Interpreter:
             functions = self._all_functions(self.src.tree)
             for node in functions:
                 if id(node) not in self._entered:
-                    func = Func(node=node, scope=self.module_scope)
-                    self.call_func(func, [], {}, frame, unknown_params=True)
+                    # A nested def runs in the closure it was defined in (a
+                    # builder's `make_call` sees the builder's `kernel`).
+                    func = self._closures.get(id(node)) or Func(node=node, scope=self.module_scope)
+                    self._drive(func, {}, frame)
                     self._flush_pending()
                     self._run_escaped(frame)
             # A launcher called here only with its defaults may launch other
@@ -171,7 +185,7 @@ class Interpreter:
                 if id(node) not in self._unknown_run and _mentions(node, lines) \
                         and _unreached_launch(node, reached):
                     func = Func(node=node, scope=self.module_scope)
-                    self.call_func(func, [], {}, frame, unknown_params=True)
+                    self._drive(func, {}, frame)
                     self._flush_pending()
                     self._run_escaped(frame)
             # Launchers with boolean flags: each combination is real code, and
@@ -186,7 +200,7 @@ class Interpreter:
                     fixed = {**defaults, **fixed}
                     self.variant = (id(node), n)
                     func = Func(node=node, scope=self.module_scope)
-                    self.call_func(func, [], fixed, frame, unknown_params=True)
+                    self._drive(func, fixed, frame)
                     self._flush_pending()
                     self._run_escaped(frame)
                 self.variant = 0
@@ -198,6 +212,16 @@ class Interpreter:
             self.incomplete = "the analysis stopped: code nested too deeply to follow"
         finally:
             sys.setrecursionlimit(old)
+
+    def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
+        """Run a function nobody here called, with unknown arguments (but
+        `fixed`); a builder's result is run too: the closure it returns
+        (`return fn`, where `fn` makes the pallas_call) is the launcher."""
+        result = self.call_func(func, [], fixed, frame, unknown_params=True)
+        for _ in range(2):
+            if not isinstance(result, Func):
+                return
+            result = self.call_func(result, [], {}, frame, unknown_params=True)
 
     def _run_escaped(self, frame: Frame) -> None:
         """Functions handed to code we do not model (jax.jit, shard_map,
@@ -365,6 +389,8 @@ class Interpreter:
 
     def stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
         func: Value = Func(node=node, scope=frame.scope)
+        if frame.scope is not self.module_scope:
+            self._closures.setdefault(id(node), func)
         for dec in reversed(node.decorator_list):
             func = self.apply_decorator(dec, func, frame)
         frame.scope.vars[node.name] = func
@@ -971,13 +997,26 @@ class Interpreter:
                     out.append(self.eval(elt, inner))
                 return Seq(items=tuple(out))
         # Otherwise evaluate the element once with joined items; unknown length.
+        # An iterator read an unknown number of times is at an unknown place.
+        iters = self._iters_in_reach(frame.scope)
         for gen in gens:
             item = self.iter_item(self.eval(gen.iter, inner))
             self.assign(gen.target, item, inner, None)
             for cond in gen.ifs:
                 self.eval(cond, inner)
         self.escape(self.eval(elt, inner))
+        for scope, name, before in iters:
+            if scope.vars.get(name) is not before:
+                scope.vars[name] = Iter(rest=UNKNOWN)
         return UNKNOWN
+
+    @staticmethod
+    def _iters_in_reach(scope: Scope) -> list:
+        out, s = [], scope
+        while s is not None and s.parent is not None:  # not the module's
+            out.extend((s, k, v) for k, v in s.vars.items() if isinstance(v, Iter))
+            s = s.parent
+        return out
 
     def expand(self, it: Value, limit: int = 64) -> list[Value] | None:
         """The items of a finite iterable the engine knows element by element."""
@@ -1017,7 +1056,7 @@ class Interpreter:
             if isinstance(it, Iter):
                 item, rest = self._popped(it.rest, [Arg(None, Const(value=0))]) \
                     if isinstance(it.rest, (Seq, Partial)) else (UNKNOWN, UNKNOWN)
-                frame.scope.vars[node.args[0].id] = Iter(rest=rest)
+                frame.scope.rebind(node.args[0].id, Iter(rest=rest))
                 return item
         if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
             receiver = node.func.value
@@ -1503,6 +1542,8 @@ class Interpreter:
             return UNKNOWN
         if name in ("lax.fori_loop",):
             return self.fori_loop(args, kwargs, frame)
+        if name in _TREE_MAPS:
+            return self.tree_map(args, frame)
         if name in ("lax.scan",):
             body = _pick(args, kwargs, 0, "f")
             init = _pick(args, kwargs, 1, "init")
@@ -1626,6 +1667,44 @@ class Interpreter:
         finally:
             frame.loop_depth -= 1
         return join(join(carry, out), out2)
+
+    def tree_map(self, args: list[Arg], frame: Frame) -> Value:
+        """`jax.tree.map(f, xs, *rest)`: `f` on each leaf of a known list,
+        tuple or dict (`jax.tree.map(lambda d: d.start(), copies)`)."""
+        if len(args) < 2 or not isinstance(args[0].value, Func):
+            for a in args:
+                self.escape(a.value)
+            return UNKNOWN
+        func, trees = args[0].value, [a.value for a in args[1:]]
+
+        def leaf(v) -> bool:
+            return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None)
+
+        def walk(first, rest, depth):
+            if isinstance(first, Seq) and depth < 4:
+                items = []
+                for i, item in enumerate(first.items):
+                    others = [r.items[i] if isinstance(r, Seq) and i < len(r.items) else UNKNOWN
+                              for r in rest]
+                    items.append(walk(item, others, depth + 1))
+                return replace(first, items=tuple(items))
+            if isinstance(first, SeqOf) and leaf(first.elem):
+                return SeqOf(elem=self.call_func(func, [first.elem] + [UNKNOWN] * len(rest), {},
+                                                 frame))
+            if isinstance(first, Partial):
+                for item in first.head + first.tail:
+                    if leaf(item):
+                        self.call_func(func, [item] + [UNKNOWN] * len(rest), {}, frame)
+                return UNKNOWN
+            if not leaf(first):
+                return first
+            return self.call_func(func, [first] + list(rest), {}, frame)
+
+        if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)):
+            for t in trees:
+                self.escape(t)
+            return UNKNOWN
+        return walk(trees[0], trees[1:], 0)
 
     def invoke_pallas_callable(self, pc, args: list[Arg], frame: Frame) -> Value:
         self.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
@@ -1843,6 +1922,7 @@ def _wrong_arity(node, args: list, kwargs: dict) -> bool:
     return False
 
 
+_TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map")
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
 _LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
 
@@ -1866,6 +1946,14 @@ def _flag_variants(func: ast.AST) -> list[dict]:
     flags += [(p.arg, False) for p in positional + list(a.kwonlyargs)
               if p.arg not in defaulted and isinstance(p.annotation, ast.Name)
               and p.annotation.id == "bool"]
+    # So is a keyword-only parameter without a default that the body only
+    # ever tests (`if has_bias:`, `x if has_bias else None`): builders take
+    # their configuration that way.
+    named = {n for n, _ in flags}
+    tested = _tested_names(func)
+    flags += [(p.arg, False) for p in a.kwonlyargs
+              if p.arg not in defaulted and p.arg not in named and p.annotation is None
+              and p.arg in tested]
     if not flags:
         return []
     if len(flags) <= 3:
@@ -1875,6 +1963,24 @@ def _flag_variants(func: ast.AST) -> list[dict]:
     for name, d in flags[:MAX_VARIANTS - 1]:
         out.append({**out[0], name: Const(value=not d)})
     return out
+
+
+def _tested_names(func: ast.AST) -> set[str]:
+    """Names used only as truth values in `func` (tests of if / ternaries /
+    `not` / `and` / `or`); a name also used any other way is left out."""
+    tested: set[int] = set()
+    for node in ast.walk(func):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            tested.add(id(node.test))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            tested.add(id(node.operand))
+        elif isinstance(node, ast.BoolOp):
+            tested.update(id(v) for v in node.values)
+    as_test, other = set(), set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            (as_test if id(node) in tested else other).add(node.id)
+    return as_test - other
 
 
 def _mentions(func: ast.AST, lines: list[int]) -> bool:

@@ -317,7 +317,6 @@ class ApiCall:
 class Analysis:
     path: str | None
     findings: list[Finding] = field(default_factory=list)
-    names: list[NameInfo] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)  # names of kernels found
     # Findings located in other files (helpers this file's kernels call),
     # by path, each with this file's launch as related information.
@@ -325,13 +324,42 @@ class Analysis:
     deps: set[str] = field(default_factory=set)  # other files the analysis read
     missing: set[str] = field(default_factory=set)  # files it wanted but did not parse
     coverage: object = None  # coverage.FileCoverage, when asked for
-    # (Span of a TPU pallas_call, markdown of its scoped VMEM estimate), for the hover
-    launch_notes: list = field(default_factory=list)
     incomplete: str | None = None  # the analysis stopped early (step budget), and why
     launches: list[LaunchSite] = field(default_factory=list)
-    calls: list[ApiCall] = field(default_factory=list)  # Pallas API calls in this file
     syntax_error: str | None = None  # first syntax error, if any (file still analysed)
     internal_error: str | None = None  # the engine failed on this file (a bug to report)
+    # Built on first use (editor features only; the CLI never asks): callables
+    # set by the engine, replaced by their result.
+    lazy: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _get(self, key: str) -> list:
+        v = self.lazy.get(key)
+        if callable(v):
+            v = self.lazy[key] = v()
+        return v if v is not None else []
+
+    def settle(self) -> None:
+        """Build every lazy part now (and let go of what building them needed)."""
+        for key in list(self.lazy):
+            self._get(key)
+
+    @property
+    def names(self) -> list[NameInfo]:
+        """Every name the engine inferred in this file's kernels, by position."""
+        v = self.lazy.get("names")
+        if v is None:
+            v = self.lazy["names"] = []
+        return self._get("names")
+
+    @property
+    def calls(self) -> list[ApiCall]:
+        """Pallas API calls in this file, with their arguments' values."""
+        return self._get("calls")
+
+    @property
+    def launch_notes(self) -> list:
+        """(Span of a TPU pallas_call, markdown of its scoped VMEM estimate)."""
+        return self._get("launch_notes")
 
     def name_at(self, line: int, col: int) -> NameInfo | None:
         best = None

@@ -21,6 +21,7 @@ class Source:
     syntax_error: str | None = None
     blanked: set[int] = field(default_factory=set)  # 0-based lines removed to parse
     path: str = ""  # set for files read as another file's imports (spans carry it)
+    _wide: set | None = field(default=None, repr=False, compare=False)
 
     def span(self, node: ast.AST) -> Span:
         """Code-point span of a node (ast columns are UTF-8 byte offsets)."""
@@ -32,11 +33,12 @@ class Source:
         return Span(line, col, end_line, end_col, self.path)
 
     def _col(self, line: int, byte_col: int) -> int:
-        if line < 0 or line >= len(self.lines):
+        wide = self._wide
+        if wide is None:  # lines with non-ASCII text: the only ones to convert
+            wide = self._wide = {i for i, t in enumerate(self.lines) if not t.isascii()}
+        if line not in wide:
             return byte_col
         text = self.lines[line]
-        if text.isascii():
-            return byte_col
         return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
     def segment(self, node: ast.AST) -> str:

@@ -148,6 +148,9 @@ class AnalysisService:
             analysis, notices = fut.result()
             self._cache[snap.uri] = (snap.version, snap.text, analysis)
             self._notices[snap.uri] = (snap.version, snap.text, notices)
+            # What only editor features read (names, API calls) is built after
+            # the diagnostics are out, and frees the interpreter it needed.
+            self._worker.submit(analysis.settle)
 
     @property
     def superseded(self) -> int:
