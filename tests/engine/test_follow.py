@@ -497,3 +497,33 @@ def test_next_in_a_generator_expression_advances_the_kernels_iterator():
             grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=2, in_specs=[{ANY}],
                                                    out_specs=pl.BlockSpec(memory_space=pltpu.VMEM)))(a, b, x)
     ''') == ["PAL204"]
+
+
+def test_buffered_ref_overrides_are_checked_with_jax_buffers_and_semaphores():
+    """emit_pipeline calls a BufferedRef subclass's copy_in / wait_in on the
+    VMEM window and the per-buffer DMA semaphores jax allocates."""
+    body = '''
+    import dataclasses
+
+    class _Bypass(pltpu.BufferedRef):
+        pass
+
+    @dataclasses.dataclass(frozen=True)
+    class PagedRef(_Bypass):
+        def copy_in(self, src_ref, grid_indices):
+            slot = self.current_copy_in_slot
+            pltpu.make_async_copy(src_ref.at[grid_indices[0]], self.window_ref.at[slot],
+                                  self.sem_recvs.at[slot]).start()
+
+        def wait_in(self, src_ref, grid_indices):
+            slot = self.current_wait_in_slot
+            pltpu.make_async_copy(src_ref.at[0], self.window_ref.at[slot],
+                                  self.sem_recvs.at[slot]).wait()
+    '''
+    assert _twin(body, "self.sem_recvs.at[slot]).start()", "self.sem_recvs).start()") \
+        == ([], ["PAL103"])
+    assert _twin(body, "self.window_ref.at[slot],\n                                  self.sem_recvs.at[slot]).start()",
+                 "self.window_ref[slot],\n                                  self.sem_recvs.at[slot]).start()") \
+        == ([], ["PAL101"])
+    # The pipeline around the hooks is not seen: no protocol findings.
+    assert codes(body.replace(".wait()", ".start()")) == []

@@ -135,6 +135,7 @@ class Interpreter:
         self._active: set[tuple] = set()
         self._entered: set[int] = set()  # function nodes already run at least once
         self._closures: dict[int, Func] = {}  # nested def node -> Func in its first closure
+        self._buffered_methods: dict[int, ClassVal] = {}  # BufferedRef override -> its class
         self._unknown_run: set[int] = set()  # ... and those run with unknown arguments
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
@@ -173,7 +174,14 @@ class Interpreter:
                     # A nested def runs in the closure it was defined in (a
                     # builder's `make_call` sees the builder's `kernel`).
                     func = self._closures.get(id(node)) or Func(node=node, scope=self.module_scope)
-                    self._drive(func, {}, frame)
+                    hooked = self._buffered_self(node)
+                    if hooked:
+                        # Kernel code (emit_pipeline calls it), but the
+                        # pipeline around it is not seen: no protocol checks.
+                        self.events.truncated.add(self._kernel_count + 1)
+                        self.call_func(func, [], hooked, frame, unknown_params=True, kernel=True)
+                    else:
+                        self._drive(func, {}, frame)
                     self._flush_pending()
                     self._run_escaped(frame)
             # A launcher called here only with its defaults may launch other
@@ -212,6 +220,26 @@ class Interpreter:
             self.incomplete = "the analysis stopped: code nested too deeply to follow"
         finally:
             sys.setrecursionlimit(old)
+
+    def _buffered_self(self, node) -> dict:
+        """`self` for a BufferedRef override run on its own: what jax's
+        BufferedRef gives it (its VMEM window, one DMA semaphore per buffer,
+        traced slot indices). The other arguments stay unknown."""
+        cls = self._buffered_methods.get(id(node))
+        params = node.args.posonlyargs + node.args.args
+        if cls is None or not params:
+            return {}
+        inst = Instance(cls)
+        name = cls.node.name
+        inst.attrs["window_ref"] = Ref(origin=f"{name}.window_ref (the pipeline's VMEM buffers)",
+                                       space=Space.VMEM, root=f"{name}.window_ref")
+        for attr in ("sem_recvs", "sem_sends"):
+            inst.attrs[attr] = Ref(origin=f"{name}.{attr} (one DMA semaphore per buffer)",
+                                   space=Space.SEMAPHORE, sem=SemKind.DMA, shape=(None,),
+                                   root=f"{name}.{attr}")
+        for attr in _BUFFERED_SLOTS:
+            inst.attrs[attr] = Array(origin=f"{name}.{attr}")
+        return {params[0].arg: inst}
 
     def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
         """Run a function nobody here called, with unknown arguments (but
@@ -410,7 +438,11 @@ class Interpreter:
                      for d in decorators)
         namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") for b in bases)
         parents = [b for b in bases if isinstance(b, ClassVal)]
-        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n)
+        # A pltpu.BufferedRef subclass: its copy/wait overrides are what
+        # emit_pipeline calls, on buffers and semaphores jax allocates.
+        buffered = any(_is_buffered_ref(b) for b in bases) \
+            or any(getattr(p, "buffered", False) for p in parents)
+        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n) or _is_buffered_ref(b)
                     for b, n in zip(bases, node.bases))
         decorators = [d for d in decorators if not _pytree_registration(d)]
         if node.keywords or not (plain or namedtuple) or (decorators and not record):
@@ -435,6 +467,12 @@ class Interpreter:
                 fields.append(stmt.target.id)
         cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
         object.__setattr__(cls, "kinds", kinds)
+        if buffered:
+            object.__setattr__(cls, "buffered", True)
+            for stmt in node.body:
+                if isinstance(stmt, ast.FunctionDef) and stmt.name in _BUFFERED_HOOKS \
+                        and kinds.get(stmt.name) == "method":
+                    self._buffered_methods[id(stmt)] = cls
         frame.scope.vars[node.name] = cls
 
     def _default_values(self, func: ast.AST, frame: Frame) -> dict:
@@ -1812,6 +1850,17 @@ _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _built
 _DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
                           "int8", "int64", "uint32", "uint8", "uint16", "bool_",
                           "float8_e4m3fn", "float8_e5m2", "int4")}
+
+
+_BUFFERED_HOOKS = ("copy_in", "copy_out", "wait_in", "wait_out")
+_BUFFERED_SLOTS = ("current_copy_in_slot", "current_copy_out_slot", "current_wait_in_slot",
+                   "current_wait_out_slot", "copy_in_slot", "copy_out_slot", "wait_in_slot",
+                   "wait_out_slot")
+
+
+def _is_buffered_ref(value: Value) -> bool:
+    return isinstance(value, Api) and value.name.split(".")[-1] in ("BufferedRef",
+                                                                    "BufferedRefBase")
 
 
 def _harmless_base(value: Value, node: ast.expr) -> bool:
