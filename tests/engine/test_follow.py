@@ -527,3 +527,21 @@ def test_buffered_ref_overrides_are_checked_with_jax_buffers_and_semaphores():
         == ([], ["PAL101"])
     # The pipeline around the hooks is not seen: no protocol findings.
     assert codes(body.replace(".wait()", ".start()")) == []
+
+
+def test_buffered_ref_operand_is_a_ref_unless_the_override_takes_a_pytree():
+    body = '''
+    class Paged(pltpu.BufferedRef):
+        def copy_in(self, src_ref, grid_indices):
+            slot = self.current_copy_in_slot
+            pltpu.make_async_copy(src_ref.at[grid_indices[0]], self.window_ref.at[slot],
+                                  self.sem_recvs.at[slot]).start()
+    '''
+    assert _twin(body, "src_ref.at[grid_indices[0]]", "src_ref[grid_indices[0]]")[1] \
+        == ["PAL101", "PAL204"]
+    # A tuple of operands (annotated, or indexed by position): unknown, silent.
+    for variant in ("def copy_in(self, src_ref: tuple[jax.Ref, jax.Ref], grid_indices):",
+                    "def copy_in(self, src_ref, grid_indices):\n            first = src_ref[0]"):
+        text = body.replace("def copy_in(self, src_ref, grid_indices):", variant)
+        assert codes(text.replace("src_ref.at[grid_indices[0]]", "src_ref[grid_indices[0]]")) \
+            == []

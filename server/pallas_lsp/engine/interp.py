@@ -239,7 +239,15 @@ class Interpreter:
                                    root=f"{name}.{attr}")
         for attr in _BUFFERED_SLOTS:
             inst.attrs[attr] = Array(origin=f"{name}.{attr}")
-        return {params[0].arg: inst}
+        fixed = {params[0].arg: inst}
+        # copy_in(self, src_ref, grid_indices): the operand's Ref in HBM, unless
+        # this override is handed something else (it unpacks or iterates it).
+        if len(params) >= 2 and _ref_annotation(params[1].annotation) \
+                and _used_as_ref(node, params[1].arg):
+            operand = params[1].arg
+            fixed[operand] = Ref(origin=f"{operand} (the pipelined operand)", space=Space.ANY,
+                                 root=f"{name}.{node.name}.{operand}")
+        return fixed
 
     def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
         """Run a function nobody here called, with unknown arguments (but
@@ -1856,6 +1864,43 @@ _BUFFERED_HOOKS = ("copy_in", "copy_out", "wait_in", "wait_out")
 _BUFFERED_SLOTS = ("current_copy_in_slot", "current_copy_out_slot", "current_wait_in_slot",
                    "current_wait_out_slot", "copy_in_slot", "copy_out_slot", "wait_in_slot",
                    "wait_out_slot")
+
+
+def _used_as_ref(func: ast.AST, name: str) -> bool:
+    """Is `name` never unpacked, iterated, measured or given non-Ref
+    attributes in `func` (a pytree of Refs would be)?"""
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(func):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        up = parents.get(id(node))
+        if isinstance(up, ast.Attribute) and up.attr not in _REF_ATTRS:
+            return False
+        if isinstance(up, (ast.Assign, ast.For, ast.comprehension, ast.Starred)) \
+                and getattr(up, "value", getattr(up, "iter", None)) is node:
+            return False
+        if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) \
+                and up.func.id in ("len", "iter", "list", "tuple", "isinstance", "zip"):
+            return False
+        if isinstance(up, ast.Subscript) and up.value is node \
+                and isinstance(up.slice, ast.Constant) and isinstance(up.slice.value, int):
+            return False  # `src_ref[0]`: the first of several operands, most likely
+    return True
+
+
+def _ref_annotation(ann: ast.expr | None) -> bool:
+    """No annotation, or one that names a Ref (`jax.Ref`, `pallas_core.TransformedRef`)."""
+    if ann is None:
+        return True
+    text = ast.unparse(ann)
+    return "Ref" in text and not any(t in text for t in ("tuple", "Tuple", "Sequence", "list",
+                                                         "Any", "dict"))
+
+
+_REF_ATTRS = ("at", "shape", "dtype", "ndim", "reshape", "bitcast", "T")
 
 
 def _is_buffered_ref(value: Value) -> bool:
