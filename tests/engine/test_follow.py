@@ -545,3 +545,23 @@ def test_buffered_ref_operand_is_a_ref_unless_the_override_takes_a_pytree():
         text = body.replace("def copy_in(self, src_ref, grid_indices):", variant)
         assert codes(text.replace("src_ref.at[grid_indices[0]]", "src_ref[grid_indices[0]]")) \
             == []
+
+
+def test_augmented_assignment_extends_a_scratch_list_in_each_branch():
+    body = f'''
+    def kernel(x_hbm, o_ref, acc_ref, zero_ref, sem_ref):
+        if zero_ref is not None:
+            c = pltpu.make_async_copy(zero_ref, x_hbm, sem_ref.at[0])
+            c.start()
+            c.wait()
+
+    def launch(x, zero_init):
+        scratch_shapes = [pltpu.VMEM((8, 128), jnp.float32)]
+        if zero_init:
+            scratch_shapes += [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((1,))]
+        else:
+            scratch_shapes += [None, None]
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=scratch_shapes)(x)
+    '''
+    assert _twin(body, "sem_ref.at[0])", "sem_ref)") == ([], ["PAL103"])

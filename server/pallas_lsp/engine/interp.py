@@ -572,7 +572,7 @@ class Interpreter:
             self.store_subscript(node.target, base, Array(origin="arithmetic"), node.value, frame)
         elif isinstance(node.target, ast.Name):
             old = self.eval(node.target, frame)
-            self.assign(node.target, self.binop(old, value), frame, node.value)
+            self.assign(node.target, self.binop(old, value, node.op), frame, node.value)
 
     def stmt_If(self, node: ast.If, frame: Frame) -> None:
         test = self.eval(node.test, frame)
