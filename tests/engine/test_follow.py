@@ -565,3 +565,32 @@ def test_augmented_assignment_extends_a_scratch_list_in_each_branch():
                               scratch_shapes=scratch_shapes)(x)
     '''
     assert _twin(body, "sem_ref.at[0])", "sem_ref)") == ([], ["PAL103"])
+
+
+def test_a_dataclass_of_specs_gives_the_kernel_a_dataclass_of_refs():
+    body = f'''
+    import dataclasses
+    from typing import Any
+
+    @dataclasses.dataclass(frozen=True)
+    class WeightsRef:
+        weight: Any
+        scale: Any | None
+
+    def kernel(x_hbm, rhs_ref, o_ref, buf, sem, *, quantized):
+        if quantized:
+            rhs_ref = dataclasses.replace(rhs_ref, weight=rhs_ref.weight.bitcast(jnp.uint32))
+        c = pltpu.make_async_copy(rhs_ref.weight.at[0], buf, sem)
+        c.start()
+        c.wait()
+
+    def launch(x, w, quantized):
+        spec = WeightsRef(weight=pl.BlockSpec(memory_space=pltpu.HBM), scale=None)
+        return pl.pallas_call(functools.partial(kernel, quantized=quantized), out_shape={OUT},
+                              in_specs=[{ANY}, spec],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA(())])(x, WeightsRef(w, None))
+    '''
+    body = body.replace("    import dataclasses", "    import dataclasses\n    import functools")
+    assert _twin(body, "rhs_ref.weight.at[0], buf", "rhs_ref.weight[0], buf") \
+        == ([], ["PAL101", "PAL204"])

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, OperandDecl, Partial,
-                                      ShapeDtype,
-                                      SliceVal, Spec)
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, Instance, OperandDecl,
+                                      Partial, ShapeDtype, SliceVal, Spec)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -411,7 +410,25 @@ def _scratch_value(v: Value, origin: str) -> Value:
     if isinstance(v, Seq):
         return Seq(items=tuple(_scratch_value(x, f"{origin}[{i}]") for i, x in enumerate(v.items)),
                    keys=v.keys, origin=origin)
+    if _record(v):
+        return _mapped_record(v, lambda x, k: _scratch_value(x, f"{origin}.{k}"))
     return UNKNOWN
+
+
+def _record(v: Value) -> bool:
+    """An instance of the file's own dataclass / NamedTuple (a pytree node)."""
+    return isinstance(v, Instance) and getattr(v.cls, "record", False)
+
+
+def _mapped_record(v: Instance, leaf) -> Instance:
+    """The same pytree node with `leaf` applied to each spec / allocation field
+    (`LhsRef(value=BlockSpec(...), scale=None)` -> `LhsRef(value=<Ref>, scale=None)`);
+    other fields (static configuration) are kept as they are."""
+    out = Instance(v.cls)
+    for k, x in v.attrs.items():
+        out.attrs[k] = leaf(x, k) if isinstance(x, (Spec, Alloc, Seq, Instance)) \
+            or to_alloc(x) is not None else x
+    return out
 
 
 def _top_items(v: Value, present: bool) -> list[Value] | None:
@@ -438,6 +455,8 @@ def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) 
         return Const(value=None)  # an absent operand: the kernel gets None
     if spec is UNKNOWN:
         return UNKNOWN
+    if _record(spec):
+        return _mapped_record(spec, lambda x, k: _operand_value(x, None, f"{origin}.{k}", output))
     if output:
         return _output_ref(spec, shape, origin)
     return _operand_ref(spec, shape, origin)

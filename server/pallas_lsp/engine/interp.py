@@ -1588,6 +1588,13 @@ class Interpreter:
             return UNKNOWN
         if name in ("lax.fori_loop",):
             return self.fori_loop(args, kwargs, frame)
+        if name in ("dataclasses.replace", "replace") and args \
+                and isinstance(args[0].value, Instance) and getattr(args[0].value.cls, "record", False):
+            new = Instance(args[0].value.cls)
+            new.attrs.update(args[0].value.attrs)
+            for k, a in kwargs.items():
+                new.attrs[k] = a.value
+            return new
         if name in _TREE_MAPS:
             return self.tree_map(args, frame)
         if name in ("lax.scan",):

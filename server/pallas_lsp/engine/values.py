@@ -236,6 +236,14 @@ def join(a: Value, b: Value) -> Value:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
     if isinstance(a, Iter) and isinstance(b, Iter):
         return Iter(rest=join(a.rest, b.rest))
+    if isinstance(a, Instance) and isinstance(b, Instance) and a.cls is b.cls \
+            and getattr(a.cls, "record", False):
+        # Two versions of a dataclass / NamedTuple value (`dataclasses.replace`
+        # in one branch): field by field.
+        out = Instance(a.cls)
+        for k in list(a.attrs) + [k for k in b.attrs if k not in a.attrs]:
+            out.attrs[k] = join(a.attrs.get(k, UNKNOWN), b.attrs.get(k, UNKNOWN))
+        return out
     if _partial_like(a) and _partial_like(b) and not (isinstance(a, SeqOf) and isinstance(b, SeqOf)):
         joined = _join_partial(a, b)
         if joined is not None:
