@@ -9,7 +9,7 @@ from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, sem_shape_t
 from pallas_lsp.engine.rules._tpu import tpu_kernel_ids
 
 CODE = "PAL406"
-MESSAGE = "'tpu.wait_dma2' op DMA wait semaphore must be rank 0"
+MESSAGE = "DMA wait semaphore must be rank 0"
 
 
 def check(ctx: Context):
@@ -34,7 +34,7 @@ def check(ctx: Context):
                 message=MESSAGE,
                 detail=(f"`{text}` is an array of semaphores (shape {shape}); a DMA wait "
                          f"blocks on one {role} semaphore, so select it with `{text}.at[i]`. "
-                         f"Tracing accepts this; lowering for a TPU fails."),
+                         f"Tracing accepts this; lowering for a TPU fails (the `tpu.wait_dma2` op)."),
                 span=ctx.span(arg.node),
                 fixes=at_fix(ctx, arg.node, v.shape),
             )
