@@ -226,8 +226,8 @@ class Interpreter:
         BufferedRef gives it (its VMEM window, one DMA semaphore per buffer,
         traced slot indices). The other arguments stay unknown."""
         cls = self._buffered_methods.get(id(node))
-        params = node.args.posonlyargs + node.args.args
-        if cls is None or not params:
+        params = node.args.posonlyargs + node.args.args if cls is not None else []
+        if not params:
             return {}
         inst = Instance(cls)
         name = cls.node.name
@@ -1588,7 +1588,7 @@ class Interpreter:
             return UNKNOWN
         if name in ("lax.fori_loop",):
             return self.fori_loop(args, kwargs, frame)
-        if name in ("dataclasses.replace", "replace") and args \
+        if name == "dataclasses.replace" and args \
                 and isinstance(args[0].value, Instance) and getattr(args[0].value.cls, "record", False):
             new = Instance(args[0].value.cls)
             new.attrs.update(args[0].value.attrs)

@@ -346,9 +346,7 @@ class Analysis:
     @property
     def names(self) -> list[NameInfo]:
         """Every name the engine inferred in this file's kernels, by position."""
-        v = self.lazy.get("names")
-        if v is None:
-            v = self.lazy["names"] = []
+        self.lazy.setdefault("names", [])  # a list callers may add to (test engines do)
         return self._get("names")
 
     @property

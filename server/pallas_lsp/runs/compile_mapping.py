@@ -386,12 +386,10 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
     code = entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
     if span is None and call is not None and code != CODE_COMPILE and kind not in ("vmem", "partition"):
         found = loc.static_site(rec, code)
-        if found is not None:
-            path, span = found
-        if span is not None:
-            cpath = loc.call(rec)[0]
-            related.insert(0, RunRelated(pm.display(cpath), _span_of(pm, cpath, call.node),
+        if found is not None:  # `path` is still the pallas_call's file here
+            related.insert(0, RunRelated(pm.display(path), _span_of(pm, path, call.node),
                                          "the pallas_call compiled here"))
+            path, span = found
     if span is None:
         at = _call_position(pm, path, call, call_span, fallback)
         if at is None:

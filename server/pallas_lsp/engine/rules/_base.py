@@ -146,5 +146,5 @@ def sem_shape_text(shape) -> str:
 
 
 __all__ = ["Context", "Finding", "Fix", "Edit", "Related", "Severity", "Span", "Ref", "Array",
-           "Const", "SemKind", "Iterable", "is_value", "start_ops", "wait_ops", "wait_only", "raise_sites",
-           "ref_fix", "at_fix", "explain_value", "sem_shape_text"]
+           "Const", "SemKind", "Iterable", "is_value", "start_ops", "wait_ops", "wait_only",
+           "raise_sites", "ref_fix", "at_fix", "explain_value", "sem_shape_text"]
