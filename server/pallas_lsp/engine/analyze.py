@@ -85,7 +85,7 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     places = _Places(interp)
 
     def names():
-        items = sorted(interp.names.values(), key=lambda n: (n.span.line, n.span.col))
+        items = interp.name_infos()
         return [replace(n, decl=places.decl(n.value.decl)) if getattr(n.value, "decl", None)
                 is not None else n for n in items]
 

@@ -582,6 +582,12 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         if isinstance(v, Value) and v.origin:
             origins[p] = v.origin
     launch.bound = True
+    # Launcher variants often bind the same kernel with the same values (a
+    # flag that changes only the wrapper): that run would repeat every event.
+    same = interp.same_kernel_run(kernel, args, scratch_kw, be, frame)
+    if same is not None:
+        launch.kernel_id = same
+        return
     launch.kernel_id = interp._kernel_count + 1
     interp.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins,
                      call_node=pc.kernel_arg or pc.node, backend_name=be)

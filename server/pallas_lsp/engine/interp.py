@@ -85,16 +85,18 @@ class Scope:
         return Scope(self.parent, dict(self.vars), self.module)
 
     def merge(self, a: Scope, b: Scope, lost=None) -> None:
-        for name in set(a.vars) | set(b.vars):
-            va, vb = a.vars.get(name), b.vars.get(name)
-            if va is None:
-                self.vars[name] = vb
-            elif vb is None:
-                self.vars[name] = va
-            else:
-                self.vars[name] = joined = join(va, vb)
-                if joined is UNKNOWN and lost is not None:
-                    lost(va, vb)
+        av, bv, out = a.vars, b.vars, self.vars
+        for name, va in av.items():
+            vb = bv.get(name)
+            if vb is va or vb is None:
+                out[name] = va  # the common case: a name neither side changed
+                continue
+            out[name] = joined = join(va, vb)
+            if joined is UNKNOWN and lost is not None:
+                lost(va, vb)
+        for name, vb in bv.items():
+            if name not in av:
+                out[name] = vb
 
 
 @dataclass
@@ -128,7 +130,8 @@ class Interpreter:
         self.file_backend = backend.of_file(src.tree)
         self.kernel_backend: dict[int, str] = {}
         self.events = Events()
-        self.names: dict[tuple, NameInfo] = {}
+        self.names: dict[tuple, list] = {}  # (line, col) -> [node, value, is_param, is_assign]
+        self._param_names: dict[int, ast.Name] = {}  # id(ast.arg) -> a Name node at its place
         self.kernels: list[str] = []
         self.module_scope = self.root.scope
         self._memo: dict[tuple, Value] = {}
@@ -141,6 +144,7 @@ class Interpreter:
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.kernels_done: set = set()  # (launch site, kernel) already run
+        self._kernel_runs_by_args: dict[tuple, int] = {}  # see same_kernel_run
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
         self.api_calls: list = []  # (node, api, args, kwargs) of Pallas calls in this file
@@ -220,6 +224,29 @@ class Interpreter:
             self.incomplete = "the analysis stopped: code nested too deeply to follow"
         finally:
             sys.setrecursionlimit(old)
+
+    def same_kernel_run(self, kernel: Func, args: list, kwargs: dict, backend_name: str,
+                        frame: Frame) -> int | None:
+        """The id of an earlier run of this kernel with equal arguments (then
+        running it again would only repeat its events); else None, and this
+        run is remembered as the next kernel id."""
+        values = list(kernel.bound_args) + list(args) + [v for _, v in kernel.bound_kwargs] \
+            + list(kwargs.values())
+        try:
+            key = (id(kernel.node), id(kernel.scope), _key(list(kernel.bound_args)),
+                   _key(list(kernel.bound_kwargs)), _key(list(args)),
+                   _key(sorted(kwargs.items())), backend_name, frame.depth,
+                   id(frame.site) if frame.site is not None else 0,
+                   tuple(v.version for v in values if isinstance(v, Instance)))
+            hash(key)
+        except TypeError:
+            return None
+        earlier = self._kernel_runs_by_args.get(key)
+        if earlier is None:
+            # The values are kept so that the ids in the key stay theirs.
+            self._kernel_runs_by_args[key] = (self._kernel_count + 1, values)
+            return None
+        return earlier[0]
 
     def _buffered_self(self, node) -> dict:
         """`self` for a BufferedRef override run on its own: what jax's
@@ -306,12 +333,14 @@ class Interpreter:
             self.exec_stmt(stmt, frame)
 
     def exec_stmt(self, node: ast.stmt, frame: Frame) -> None:
-        self._tick()
+        self._steps += 1
+        if self._steps > MAX_STEPS:
+            raise Budget()
         if frame.site is None and (frame.mod is None or frame.mod is self.root):
             self._root_stmt = node
-        method = getattr(self, "stmt_" + type(node).__name__, None)
+        method = _STMT.get(type(node))
         if method is not None:
-            method(node, frame)
+            method(self, node, frame)
         else:
             # Unmodelled statement: still evaluate nested expressions so API
             # calls inside are seen.
@@ -748,31 +777,44 @@ class Interpreter:
                     is_param: bool = False, is_assign: bool = False) -> None:
         if not frame.kernel or (frame.mod is not None and frame.mod is not self.root):
             return
-        span = self.src.span(node)
-        key = (span.line, span.col)
+        # Spans and NameInfo are made on demand (`name_infos`): most names
+        # recorded are never looked at, and this runs for every name read.
+        key = (node.lineno, node.col_offset)
         old = self.names.get(key)
-        if old is not None:
-            value = join(old.value, value) if old.value != value else value
-            is_param = is_param or old.is_param
-            is_assign = is_assign or old.is_assign
-        self.names[key] = NameInfo(span=span, name=node.id, value=value, is_param=is_param,
-                                   is_assign=is_assign)
+        if old is None:
+            self.names[key] = [node, value, is_param, is_assign]
+            return
+        if old[1] is not value and old[1] != value:
+            old[1] = join(old[1], value)
+        old[2] = old[2] or is_param
+        old[3] = old[3] or is_assign
+
+    def name_infos(self) -> list[NameInfo]:
+        """Every name recorded in a kernel of this file, in source order."""
+        span = self.src.span
+        out = [NameInfo(span=span(node), name=node.id, value=value, is_param=is_param,
+                        is_assign=is_assign)
+               for node, value, is_param, is_assign in self.names.values()]
+        out.sort(key=lambda n: (n.span.line, n.span.col))
+        return out
 
     # ------------------------------------------------------------ expressions
 
     def eval(self, node: ast.expr | None, frame: Frame) -> Value:
         if node is None:
             return UNKNOWN
-        self._tick()
+        self._steps += 1
+        if self._steps > MAX_STEPS:
+            raise Budget()
         if frame.site is not None:
             self.sites.setdefault(id(node), frame.site)
-        method = getattr(self, "expr_" + type(node).__name__, None)
+        method = _EXPR.get(type(node))
         if method is None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.eval(child, frame)
             return UNKNOWN
-        return method(node, frame)
+        return method(self, node, frame)
 
     def expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
         return Const(value=node.value)
@@ -1274,6 +1316,8 @@ class Interpreter:
 
     def escape(self, value: Value) -> None:
         """A descriptor handed to code we cannot follow: its fate is unknown."""
+        if type(value) in _INERT:
+            return
         if isinstance(value, Descriptor):
             for i in value.call_ids:
                 self.events.dmas[i].escaped = True
@@ -1429,10 +1473,11 @@ class Interpreter:
                 self.record_param(p, v, frame)
 
     def record_param(self, p: ast.arg, value: Value, frame: Frame) -> None:
-        name = ast.Name(id=p.arg, ctx=ast.Load())
-        ast.copy_location(name, p)
-        name.end_lineno = p.lineno
-        name.end_col_offset = p.col_offset + len(p.arg.encode("utf-8"))
+        name = self._param_names.get(id(p))
+        if name is None:
+            name = self._param_names[id(p)] = ast.Name(
+                id=p.arg, ctx=ast.Load(), lineno=p.lineno, col_offset=p.col_offset,
+                end_lineno=p.lineno, end_col_offset=p.col_offset + len(p.arg.encode("utf-8")))
         self.record_name(name, value, frame, is_param=True)
 
     def _default(self, a: ast.arguments, p: ast.arg, frame: Frame) -> Value:
@@ -2023,12 +2068,21 @@ def _wrong_arity(node, args: list, kwargs: dict) -> bool:
     return False
 
 
+# Node type -> handler (`stmt_If`, `expr_Call`...): one dict lookup per node.
+_STMT = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
+         if n.startswith("stmt_") and hasattr(ast, n[5:])}
+_EXPR = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
+         if n.startswith("expr_") and hasattr(ast, n[5:])}
+
 _TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map")
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
 _LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
 
 
 MAX_VARIANTS = 8
+# Values `escape` has nothing to do for (checked by exact type: the fast path).
+_INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, SliceVal,
+                    GridSpec, ModuleRef, Imported, type(None)})
 
 
 def _flag_variants(func: ast.AST) -> list[dict]:
@@ -2051,10 +2105,11 @@ def _flag_variants(func: ast.AST) -> list[dict]:
     # ever tests (`if has_bias:`, `x if has_bias else None`): builders take
     # their configuration that way.
     named = {n for n, _ in flags}
-    tested = _tested_names(func)
-    flags += [(p.arg, False) for p in a.kwonlyargs
-              if p.arg not in defaulted and p.arg not in named and p.annotation is None
-              and p.arg in tested]
+    candidates = [p for p in a.kwonlyargs
+                  if p.arg not in defaulted and p.arg not in named and p.annotation is None]
+    if candidates:  # the walk is the expensive part: only when it can add a flag
+        tested = _tested_names(func)
+        flags += [(p.arg, False) for p in candidates if p.arg in tested]
     if not flags:
         return []
     if len(flags) <= 3:
@@ -2070,17 +2125,20 @@ def _tested_names(func: ast.AST) -> set[str]:
     """Names used only as truth values in `func` (tests of if / ternaries /
     `not` / `and` / `or`); a name also used any other way is left out."""
     tested: set[int] = set()
+    names = []
     for node in ast.walk(func):
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                names.append(node)
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
             tested.add(id(node.test))
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             tested.add(id(node.operand))
         elif isinstance(node, ast.BoolOp):
             tested.update(id(v) for v in node.values)
     as_test, other = set(), set()
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            (as_test if id(node) in tested else other).add(node.id)
+    for node in names:
+        (as_test if id(node) in tested else other).add(node.id)
     return as_test - other
 
 
