@@ -20,7 +20,7 @@ from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, KernelOp, Re
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
-from pallas_lsp.engine.values import declared
+from pallas_lsp.engine.values import declared, instance_writes
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
                                       Imported, Instance, Iter, ModuleRef, Partial, SeqOf,
                                       ShapeDtype, SliceVal, Spec, as_view, join, join_all)
@@ -145,6 +145,7 @@ class Interpreter:
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, int] = {}  # see same_kernel_run
+        self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
         self.api_calls: list = []  # (node, api, args, kwargs) of Pallas calls in this file
@@ -626,16 +627,16 @@ class Interpreter:
 
     def stmt_For(self, node: ast.For, frame: Frame) -> None:
         item = self.iter_item(self.eval(node.iter, frame))
-        self.loop(frame, node.body, lambda: self.assign(node.target, item, frame, None))
+        self.loop(frame, node.body, lambda: self.assign(node.target, item, frame, None), node)
         self.exec_body(node.orelse, frame)
 
     stmt_AsyncFor = stmt_For
 
     def stmt_While(self, node: ast.While, frame: Frame) -> None:
-        self.loop(frame, node.body, lambda: self.eval(node.test, frame))
+        self.loop(frame, node.body, lambda: self.eval(node.test, frame), node)
         self.exec_body(node.orelse, frame)
 
-    def loop(self, frame: Frame, body, before_each) -> None:
+    def loop(self, frame: Frame, body, before_each, node: ast.AST) -> None:
         """Run a loop body once or twice (the second pass sees values carried
         from the first, e.g. the descriptor started for the next step), then
         merge with the zero-iteration path."""
@@ -644,18 +645,35 @@ class Interpreter:
         frame.loop_depth += 1
         try:
             cur = saved
-            for _ in range(passes):
+            for n in range(passes):
+                writes = instance_writes()
                 nxt = cur.fork()
                 frame.scope = nxt
                 before_each()
                 self.exec_body(body, frame)
                 merged = saved.fork()
                 merged.merge(cur, nxt, self._lost)
+                if n == 0 and passes > 1 and writes == instance_writes() \
+                        and self._reads_unchanged(node, cur, merged):
+                    cur = merged  # the second pass would run on the same values
+                    break
                 cur = merged
         finally:
             frame.loop_depth -= 1
             frame.scope = saved
         saved.vars.update(cur.vars)
+
+    def _reads_unchanged(self, node: ast.AST, before: Scope, after: Scope) -> bool:
+        """Does every name the loop reads hold the same value in both scopes?"""
+        names = self._loop_reads.get(id(node))
+        if names is None:
+            names = self._loop_reads[id(node)] = _exposed_reads(node)
+        bv, av = before.vars, after.vars
+        for name in names:
+            a, b = bv.get(name), av.get(name)
+            if a is not b and a != b:
+                return False
+        return True
 
     def stmt_With(self, node: ast.With, frame: Frame) -> None:
         for item in node.items:
@@ -2159,6 +2177,72 @@ def _unreached_launch(func: ast.AST, reached: set[int]) -> bool:
             if name in _LAUNCH_NAMES:
                 return True
     return False
+
+
+def _exposed_reads(loop: ast.AST) -> frozenset:
+    """Names a loop body may read from the previous iteration: every name it
+    loads, except where an assignment earlier on every path through the
+    body has already rebound it. Reads inside nested functions count
+    wherever they are (they run when called)."""
+    out: set[str] = set()
+
+    def loads(node, assigned: set):
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Name):
+                if isinstance(n.ctx, ast.Load) and n.id not in assigned:
+                    out.add(n.id)
+                continue
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                out.add(n.target.id)  # `x += 1` reads x (its target is a Store)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                out.update(m.id for m in ast.walk(n) if isinstance(m, ast.Name))
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+
+    def targets(node) -> set:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def block(stmts, assigned: set) -> set:
+        for stmt in stmts:
+            if isinstance(stmt, ast.If):
+                loads(stmt.test, assigned)
+                block(stmt.body, set(assigned))
+                block(stmt.orelse, set(assigned))
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                loads(stmt.iter, assigned)
+                block(stmt.body, assigned | targets(stmt.target))
+                block(stmt.orelse, set(assigned))
+            elif isinstance(stmt, ast.While):
+                loads(stmt.test, assigned)
+                block(stmt.body, set(assigned))
+                block(stmt.orelse, set(assigned))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    loads(item.context_expr, assigned)
+                    if item.optional_vars is not None:
+                        assigned |= targets(item.optional_vars)
+                assigned = block(stmt.body, assigned)  # the body always runs
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                if stmt.value is not None:
+                    loads(stmt.value, assigned)
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                    if isinstance(t, (ast.Name, ast.Tuple, ast.List)):
+                        assigned |= targets(t)
+                    else:
+                        loads(t, assigned)  # `x[i] = v`, `o.a = v` read x, o
+            else:
+                loads(stmt, assigned)
+        return assigned
+
+    first: set[str] = set()
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        first = targets(loop.target)
+    if isinstance(loop, ast.While):
+        loads(loop.test, set())  # also evaluated again after the body
+    block(loop.body, first)
+    return frozenset(out)
 
 
 def _real(path: str) -> str:

@@ -336,6 +336,13 @@ class ClassVal(Value):
         return self.origin
 
 
+_WRITES = [0]  # attribute writes on any instance (a loop pass that made none can stop)
+
+
+def instance_writes() -> int:
+    return _WRITES[0]
+
+
 class _VersionedDict(dict):
     """Counts writes, so calls on an unchanged instance can be memoised."""
 
@@ -343,6 +350,7 @@ class _VersionedDict(dict):
 
     def __setitem__(self, key, value):
         self.version += 1
+        _WRITES[0] += 1
         super().__setitem__(key, value)
 
 
