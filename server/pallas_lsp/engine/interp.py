@@ -14,7 +14,7 @@ import ast
 import sys
 from dataclasses import dataclass, field, replace
 
-from pallas_lsp.engine import api, backend, binding
+from pallas_lsp.engine import api, backend, binding, relevance
 from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, KernelOp, RefAccess,
                                      RollCall, ScopedAlloc, SemOp)
 from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
@@ -146,6 +146,7 @@ class Interpreter:
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, int] = {}  # see same_kernel_run
         self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
+        self._classes: list[ast.ClassDef] = []
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
         self.api_calls: list = []  # (node, api, args, kwargs) of Pallas calls in this file
@@ -174,8 +175,11 @@ class Interpreter:
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
             functions = self._all_functions(self.src.tree)
+            relevant = relevance.relevant_defs(self.src.lines, functions, self._classes,
+                                               self.module_scope.vars)
             for node in functions:
-                if id(node) not in self._entered:
+                if id(node) not in self._entered and (id(node) in relevant
+                                                      or id(node) in self._buffered_methods):
                     # A nested def runs in the closure it was defined in (a
                     # builder's `make_call` sees the builder's `kernel`).
                     func = self._closures.get(id(node)) or Func(node=node, scope=self.module_scope)
@@ -311,6 +315,7 @@ class Interpreter:
         """Every def, in source order. Defs are statements, so only statement
         bodies are searched (much cheaper than ast.walk over expressions)."""
         out: list[ast.AST] = []
+        self._classes = []  # every class, found on the way
         stack = [tree]
         while stack:
             node = stack.pop()
@@ -318,6 +323,8 @@ class Interpreter:
                 for child in reversed(getattr(node, name, None) or ()):
                     if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         out.append(child)
+                    elif isinstance(child, ast.ClassDef):
+                        self._classes.append(child)
                     if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
                         stack.append(child)
         return out
@@ -675,6 +682,13 @@ class Interpreter:
                 return False
         return True
 
+    def stmt_Raise(self, node: ast.Raise, frame: Frame) -> None:
+        """Nothing in an exception's message matters to a kernel (and
+        validation code raises a lot)."""
+
+    def stmt_Assert(self, node: ast.Assert, frame: Frame) -> None:
+        self.eval(node.test, frame)  # names in it are kernel names too (hover)
+
     def stmt_With(self, node: ast.With, frame: Frame) -> None:
         for item in node.items:
             v = self.eval(item.context_expr, frame)
@@ -833,6 +847,9 @@ class Interpreter:
                     self.eval(child, frame)
             return UNKNOWN
         return method(self, node, frame)
+
+    def expr_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Value:
+        return UNKNOWN  # an f-string: text, whatever is formatted into it
 
     def expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
         return Const(value=node.value)
@@ -2105,8 +2122,9 @@ _INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, S
 
 def _flag_variants(func: ast.AST) -> list[dict]:
     """Flag settings to run a launcher with: every combination of up to
-    three boolean parameters with a literal default, else the defaults and
-    each flag flipped alone. [] when it has no such flag."""
+    two boolean parameters with a literal default, else the defaults and
+    each flag flipped alone (code that needs two flags at once is rare, and
+    every run repeats the launcher). [] when it has no such flag."""
     import itertools
     a = func.args
     positional = list(a.posonlyargs) + list(a.args)
@@ -2130,7 +2148,7 @@ def _flag_variants(func: ast.AST) -> list[dict]:
         flags += [(p.arg, False) for p in candidates if p.arg in tested]
     if not flags:
         return []
-    if len(flags) <= 3:
+    if len(flags) <= 2:
         combos = itertools.product((False, True), repeat=len(flags))
         return [{name: Const(value=v) for (name, _), v in zip(flags, combo)} for combo in combos]
     out = [{name: Const(value=d) for name, d in flags}]

@@ -1,0 +1,93 @@
+"""Which functions of a file can lead to a kernel, from its text alone.
+
+The interpreter runs every function nobody called with unknown arguments,
+so that launches and DMA helpers are seen however they are reached. A
+function that never names anything Pallas (directly, or through a function,
+class or module of the user's that does) cannot produce a launch or an event
+that way: running it only costs time. Reference implementations, input
+validation and NumPy mask code are most of some kernel files.
+
+The test is by identifier, on the text (comments and strings included), so
+it only ever says "relevant" too often.
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from pallas_lsp.engine.model import Api, Func, Seq
+from pallas_lsp.engine.values import ClassVal, Choice, Imported, ModuleRef
+
+# Words that make a function relevant wherever they come from.
+_ALWAYS = ("pallas", "pallas_call", "core_map", "emit_pipeline", "run_scoped", "BufferedRef",
+           "import", "__import__", "globals", "getattr", "eval", "exec")
+_PALLAS_HEADS = ("pl.", "pltpu.", "plgpu.", "plsc.")
+_MAX_PASSES = 12
+
+
+def relevant_defs(lines: list[str], defs: list[ast.AST], classes: list[ast.ClassDef],
+                  module_vars: dict) -> set[int]:
+    """ids of the defs (in `defs`) that mention something Pallas, or a def,
+    class or module-level name that does, or one of the user's modules."""
+    spans = [(d.lineno - 1, (d.end_lineno or d.lineno) - 1, d) for d in defs]
+    cls_spans = [(c.lineno - 1, (c.end_lineno or c.lineno) - 1, c) for c in classes]
+    words = set(_ALWAYS) | {name for name, v in module_vars.items() if _seed(v)}
+    relevant: set[int] = set()
+    relevant_cls: set[int] = set()
+    done: set[str] = set()
+    for _ in range(_MAX_PASSES):
+        new = words - done
+        if not new:
+            break
+        done |= new
+        hits = _lines_with(lines, new)
+        if not hits:
+            continue
+        grown: set[str] = set()
+        for first, last, node in spans:
+            if id(node) not in relevant and _any_between(hits, first, last):
+                relevant.add(id(node))
+                grown.add(node.name if not isinstance(node, ast.Lambda) else "")
+        for first, last, node in cls_spans:
+            if id(node) not in relevant_cls and _any_between(hits, first, last):
+                relevant_cls.add(id(node))
+                grown.add(node.name)
+        # Module-level aliases of what just became relevant (`fn = partial(kernel, ...)`).
+        for name, v in module_vars.items():
+            if name not in done and _node_of(v) in relevant | relevant_cls:
+                grown.add(name)
+        words |= grown - {""}
+    else:
+        return {id(d) for d in defs}  # too tangled to decide: run everything
+    return relevant
+
+
+def _seed(value) -> bool:
+    if isinstance(value, Api):
+        return value.name in ("pl", "pltpu", "plgpu", "plsc") or value.name.startswith(
+            _PALLAS_HEADS)
+    if isinstance(value, (ModuleRef, Imported)):
+        return True  # the user's own modules: anything may be in them
+    if isinstance(value, Seq):
+        return any(_seed(v) for v in value.items)
+    return type(value).__module__.endswith(("binding", "values")) and not isinstance(
+        value, (ClassVal, Choice))
+
+
+def _node_of(value) -> int:
+    if isinstance(value, Func):
+        return id(value.node)
+    if isinstance(value, ClassVal):
+        return id(value.node)
+    return 0
+
+
+def _lines_with(lines: list[str], words: set[str]) -> list[int]:
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b")
+    return [i for i, text in enumerate(lines) if pattern.search(text)]
+
+
+def _any_between(sorted_lines: list[int], first: int, last: int) -> bool:
+    i = bisect.bisect_left(sorted_lines, first)
+    return i < len(sorted_lines) and sorted_lines[i] <= last

@@ -1,0 +1,155 @@
+"""The analysis skips work that cannot change what it reports (a loop pass on
+values it has already seen, a kernel bound again with equal values, a
+function that names nothing Pallas). Each test is a case where a careless
+shortcut would be wrong, or checks that the work is in fact skipped."""
+import textwrap
+
+from pallas_lsp.engine.interp import Interpreter
+from pallas_lsp.engine.source import parse
+from tests.engine.conftest import HEADER, codes
+
+ANY = "pl.BlockSpec(memory_space=pltpu.ANY)"
+OUT = "jax.ShapeDtypeStruct((8, 128), jnp.float32)"
+SCRATCH = "[pltpu.VMEM((4, 8, 128), jnp.float32), pltpu.SemaphoreType.DMA((4,))]"
+
+
+def _interp(body: str) -> tuple[Interpreter, object]:
+    src = parse(HEADER + textwrap.dedent(body))
+    interp = Interpreter(src, "snippet.py")
+    interp.run()
+    return interp, src.tree
+
+
+def _def(tree, name: str):
+    import ast
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_a_loop_still_sees_the_descriptor_carried_from_the_previous_iteration():
+    # `prev` is None on the first pass: only the second pass waits on it.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems):
+        prev = None
+        for i in range(4):
+            if prev is not None:
+                prev.wait_send()
+            prev = pltpu.make_async_copy(x_hbm.at[i], buf.at[i], sems.at[i])
+            prev.start()
+        prev.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+    '''
+    assert "PAL106" in codes(body)
+    assert "PAL106" not in codes(body.replace("prev.wait_send()", "prev.wait()"))
+
+
+def test_a_name_rebound_in_only_one_branch_of_the_body_is_carried():
+    # `cp` is assigned under an `if`: a later read may see the previous
+    # iteration's descriptor, so the loop needs its second pass.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems):
+        cp = None
+        for i in range(4):
+            if cp is not None:
+                cp.wait_send()
+            if i % 2 == 0:
+                cp = pltpu.make_async_copy(x_hbm.at[i], buf.at[i], sems.at[i])
+                cp.start()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+    '''
+    assert "PAL106" in codes(body)
+
+
+def test_a_loop_that_changes_nothing_it_reads_runs_once():
+    interp, tree = _interp(f'''
+    def kernel(x_hbm, o_ref, buf, sems):
+        for i in range(4):
+            c = pltpu.make_async_copy(x_hbm.at[i], buf.at[i], sems.at[i])
+            c.start()
+            c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+    ''')
+    assert len(interp.events.dmas) == 1
+
+
+def test_a_flag_that_changes_only_the_wrapper_does_not_rerun_the_kernel():
+    interp, _ = _interp(f'''
+    def kernel(x_hbm, o_ref, buf, sems):
+        c = pltpu.make_async_copy(x_hbm.at[0], buf.at[0], sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, debug: bool = False):
+        name = "dbg" if debug else "k"
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH}, name=name)(x)
+    ''')
+    assert len(interp.events.dmas) == 1
+    assert len(interp.events.launches) >= 2  # each variant's launch is still recorded
+
+
+def test_a_bug_under_one_of_three_flags_is_found():
+    # Three flags run as the defaults plus each flag flipped alone.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems, *, a, b, c):
+        sem = sems if c else sems.at[0]
+        cp = pltpu.make_async_copy(x_hbm.at[0], buf.at[0], sem)
+        cp.start()
+        cp.wait()
+
+    def launch(x, a: bool = False, b: bool = False, c: bool = False):
+        k = functools.partial(kernel, a=a, b=b, c=c)
+        return pl.pallas_call(k, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+    '''
+    assert "PAL103" in codes(body)
+    assert "PAL103" not in codes(body.replace("sems if c else sems.at[0]", "sems.at[0]"))
+
+
+def test_a_caller_that_names_only_user_functions_is_still_run():
+    # `entry` mentions nothing Pallas, but it calls the launcher with the
+    # value that makes the bug: it must be run.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems, *, whole):
+        sem = sems if whole else sems.at[0]
+        cp = pltpu.make_async_copy(x_hbm.at[0], buf.at[0], sem)
+        cp.start()
+        cp.wait()
+
+    def launch(x, whole):
+        k = functools.partial(kernel, whole=whole)
+        return pl.pallas_call(k, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+
+    step = functools.partial(launch, whole=True)
+
+    def entry(x):
+        return step(x)
+    '''
+    assert "PAL103" in codes(body)
+
+
+def test_a_function_that_names_nothing_pallas_is_not_run_on_its_own():
+    interp, tree = _interp(f'''
+    import numpy as np
+
+    def reference(q, k):
+        s = np.einsum("qd,kd->qk", q, k)
+        return s / s.sum(axis=-1, keepdims=True)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT})(x)
+    ''')
+    assert id(_def(tree, "reference")) not in interp._entered
+    assert id(_def(tree, "launch")) in interp._entered
