@@ -175,7 +175,7 @@ class Interpreter:
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
             functions = self._all_functions(self.src.tree)
-            relevant = relevance.relevant_defs(self.src.lines, functions, self._classes,
+            relevant = relevance.relevant_defs(self.src, functions, self._classes,
                                                self.module_scope.vars)
             for node in functions:
                 if id(node) not in self._entered and (id(node) in relevant
@@ -197,7 +197,7 @@ class Interpreter:
             # kernels for other flags (its other callers are elsewhere): run
             # it once more with unknown arguments, so every branch is seen.
             reached = {id(launch.node) for launch in self.events.launches}
-            lines = [i + 1 for i, text in enumerate(self.src.lines) if _LAUNCH_TEXT.search(text)]
+            lines = [i + 1 for i in self.src.lines_matching(_LAUNCH_TEXT)]
             for node in functions:
                 if id(node) not in self._unknown_run and _mentions(node, lines) \
                         and _unreached_launch(node, reached):
@@ -607,9 +607,17 @@ class Interpreter:
             base = self.eval(node.target.value, frame)
             self.eval_subscript_load(node.target, base, frame)  # `x[...] += v` reads too
             self.store_subscript(node.target, base, Array(origin="arithmetic"), node.value, frame)
-        elif isinstance(node.target, ast.Name):
-            old = self.eval(node.target, frame)
+        elif isinstance(node.target, (ast.Name, ast.Attribute)):
+            # `self.copies += [...]` too: the attribute is read, then stored.
+            load = ast.Attribute(value=node.target.value, attr=node.target.attr,
+                                 ctx=ast.Load()) if isinstance(node.target, ast.Attribute) \
+                else node.target
+            if load is not node.target:
+                ast.copy_location(load, node.target)
+            old = self.eval(load, frame)
             self.assign(node.target, self.binop(old, value, node.op), frame, node.value)
+        else:
+            self.escape(value)
 
     def stmt_If(self, node: ast.If, frame: Frame) -> None:
         test = self.eval(node.test, frame)
@@ -1022,6 +1030,16 @@ class Interpreter:
             return a  # `pltpu.SemaphoreType.DMA(...) @ mesh`: placed on that mesh's cores
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
             return _const_binop(a.value, b.value, op)
+        if isinstance(op, ast.Add) and (isinstance(a, SeqOf) or isinstance(b, SeqOf)) \
+                and all(isinstance(v, SeqOf) or (isinstance(v, Seq) and v.keys is None)
+                        for v in (a, b)):
+            # A list of unknown length and another list: items like either.
+            elems = [a.elem] if isinstance(a, SeqOf) else list(a.items)
+            elems += [b.elem] if isinstance(b, SeqOf) else list(b.items)
+            elem = self.join_values(elems)
+            return SeqOf(elem=elem) if elem is not UNKNOWN else UNKNOWN
+        self.escape(a)  # what happens to descriptors inside is out of sight now
+        self.escape(b)
         return UNKNOWN
 
     def expr_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Value:
@@ -1127,11 +1145,16 @@ class Interpreter:
             self.assign(gen.target, item, inner, None)
             for cond in gen.ifs:
                 self.eval(cond, inner)
-        self.escape(self.eval(elt, inner))
+        value = self.eval(elt, inner)
         for scope, name, before in iters:
             if scope.vars.get(name) is not before:
                 scope.vars[name] = Iter(rest=UNKNOWN)
-        return UNKNOWN
+        if isinstance(node, ast.DictComp) or value is UNKNOWN:
+            self.escape(value)
+            return UNKNOWN
+        # `[make_async_remote_copy(..., sem.at[d]) for d in range(n)]`: a list
+        # of unknown length whose items are all like this one.
+        return SeqOf(elem=value)
 
     @staticmethod
     def _iters_in_reach(scope: Scope) -> list:

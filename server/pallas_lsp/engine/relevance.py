@@ -17,6 +17,7 @@ import bisect
 import re
 
 from pallas_lsp.engine.model import Api, Func, Seq
+from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import ClassVal, Choice, Imported, ModuleRef
 
 # Words that make a function relevant wherever they come from.
@@ -26,7 +27,7 @@ _PALLAS_HEADS = ("pl.", "pltpu.", "plgpu.", "plsc.")
 _MAX_PASSES = 12
 
 
-def relevant_defs(lines: list[str], defs: list[ast.AST], classes: list[ast.ClassDef],
+def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
                   module_vars: dict) -> set[int]:
     """ids of the defs (in `defs`) that mention something Pallas, or a def,
     class or module-level name that does, or one of the user's modules."""
@@ -41,7 +42,8 @@ def relevant_defs(lines: list[str], defs: list[ast.AST], classes: list[ast.Class
         if not new:
             break
         done |= new
-        hits = _lines_with(lines, new)
+        hits = src.lines_matching(
+            re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\b"))
         if not hits:
             continue
         grown: set[str] = set()
@@ -81,11 +83,6 @@ def _node_of(value) -> int:
     if isinstance(value, ClassVal):
         return id(value.node)
     return 0
-
-
-def _lines_with(lines: list[str], words: set[str]) -> list[int]:
-    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b")
-    return [i for i, text in enumerate(lines) if pattern.search(text)]
 
 
 def _any_between(sorted_lines: list[int], first: int, last: int) -> bool:
