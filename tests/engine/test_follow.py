@@ -594,3 +594,63 @@ def test_a_dataclass_of_specs_gives_the_kernel_a_dataclass_of_refs():
     body = body.replace("    import dataclasses", "    import dataclasses\n    import functools")
     assert _twin(body, "rhs_ref.weight.at[0], buf", "rhs_ref.weight[0], buf") \
         == ([], ["PAL101", "PAL204"])
+
+
+# ---------------------------------------------------------------- lists of copies
+
+
+def test_copies_made_in_a_comprehension_of_unknown_length_are_checked():
+    # One remote copy per peer; `n` is not known, so the list's length is not.
+    body = f'''
+    def kernel(x_hbm, o_hbm, send_sems, recv_sem, *, n):
+        copies = [
+            pltpu.make_async_remote_copy(x_hbm, o_hbm.at[d], send_sems.at[d], recv_sem,
+                                         device_id=(d,))
+            for d in range(n)
+        ]
+        for c in copies:
+            c.start()
+        for c in copies:
+            c.wait()
+
+    def launch(x, n):
+        return pl.pallas_call(
+            functools.partial(kernel, n=n), out_shape={OUT},
+            in_specs=[{ANY}], out_specs={ANY},
+            scratch_shapes=[pltpu.SemaphoreType.DMA((8,)), pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert _twin(body, "send_sems.at[d], recv_sem", "send_sems, recv_sem") == ([], ["PAL104"])
+
+
+def test_copies_added_to_an_attribute_list_are_started_there():
+    # `self.copies += [...]` (the optional second list of jax's paged
+    # attention): started in another method, so never "unused".
+    body = f'''
+    class Copies:
+        def __init__(self, src, dst, sem, extra):
+            self.copies = [pltpu.make_async_copy(src.at[i], dst.at[i], sem) for i in range(2)]
+            if extra is not None:
+                self.copies += [pltpu.make_async_copy(extra.at[i], dst.at[i], sem)
+                                for i in range(2)]
+
+        def start(self):
+            for c in self.copies:
+                c.start()
+
+        def wait(self):
+            for c in self.copies:
+                c.wait()
+
+    def kernel(x_hbm, e_hbm, o_ref, buf, sem):
+        cp = Copies(x_hbm, buf, sem, e_hbm)
+        cp.start()
+        cp.wait()
+        o_ref[...] = buf[0]
+
+    def launch(x, e):
+        return pl.pallas_call(
+            kernel, out_shape={OUT}, in_specs=[{ANY}, {ANY}],
+            scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(x, e)
+    '''
+    assert codes(body) == []
+    assert codes(body.replace("                c.start()\n", "                pass\n")) != []
