@@ -8,6 +8,7 @@ numbers depend on the machine; the closing notes record what we measured.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import statistics
 import sys
@@ -34,12 +35,16 @@ def main() -> None:
     texts = [(p, p.read_text(encoding="utf-8")) for p in files]
     rows = []
     for path, text in texts:
-        times = []
+        times, parses = [], []
         for _ in range(args.repeat):
             t = time.perf_counter()
             analyze(text, str(path))
             times.append((time.perf_counter() - t) * 1000)
-        rows.append((path, text.count("\n") + 1, statistics.median(times)))
+            t = time.perf_counter()
+            ast.parse(text)  # the floor under every analysis
+            parses.append((time.perf_counter() - t) * 1000)
+        rows.append((path, text.count("\n") + 1, statistics.median(times),
+                     statistics.median(parses)))
     t = time.perf_counter()
     for path, text in texts:
         analyze(text, str(path))
@@ -51,14 +56,16 @@ def main() -> None:
     tracemalloc.stop()
 
     width = max(len(p.name) for p, *_ in rows) + 28
-    print(f"{'file':<{width}} {'lines':>6} {'median ms':>10}")
-    for path, lines, ms in rows:
+    print(f"{'file':<{width}} {'lines':>6} {'median ms':>10} {'of it parse':>12}")
+    for path, lines, ms, parse_ms in rows:
         name = "/".join(path.parts[-2:])
-        print(f"{name:<{width}} {lines:>6} {ms:>10.1f}")
-    big = [ms for _, lines, ms in rows if lines >= 500]
+        print(f"{name:<{width}} {lines:>6} {ms:>10.1f} {parse_ms:>12.1f}")
+    big = [ms for _, lines, ms, _ in rows if lines >= 500]
+    per_k = [ms * 1000 / lines for _, lines, ms, _ in rows if lines >= 500]
     print(f"\nfiles: {len(rows)}  lines: {sum(r[1] for r in rows)}")
     print(f"median per file: {statistics.median(r[2] for r in rows):.1f} ms; "
-          f"median over files >= 500 lines: {statistics.median(big) if big else float('nan'):.1f} ms")
+          f"median over files >= 500 lines: {statistics.median(big) if big else float('nan'):.1f} ms "
+          f"({statistics.median(per_k) if per_k else float('nan'):.1f} ms per 1,000 lines)")
     print(f"whole folder, one pass: {whole * 1000:.0f} ms; peak traced memory: {peak:.1f} MiB")
 
 
