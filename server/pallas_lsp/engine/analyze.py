@@ -1,10 +1,7 @@
 """Entry point of the engine: source text in, Analysis out."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
-import threading
 from dataclasses import replace
 
 from pallas_lsp.engine import backend, noqa
@@ -37,37 +34,10 @@ def analyze(source: str, path: str | None = None, *, project=None,
     if len(source) > MAX_BYTES:
         return Analysis(path=path, syntax_error=f"file too large to analyse ({len(source)} bytes)")
     try:
-        with _gc_paused():
-            return _analyze(source, path, project, parse_missing, coverage)
+        return _analyze(source, path, project, parse_missing, coverage)
     except Exception as exc:  # an engine bug must cost one file, not the editor session
         log.exception("pallas-lsp engine failed on %s", path or "<buffer>")
         return Analysis(path=path, internal_error=f"{type(exc).__name__}: {exc}")
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = [0]  # analyses running now (threads): the last one out turns GC back on
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """No cyclic garbage collection while a file is analysed: the analysis
-    allocates many short-lived objects, and collections in the middle of it
-    (scanning everything the process holds) cost a quarter of its time or
-    more. Its garbage is collected as usual afterwards."""
-    with _gc_lock:
-        _gc_pauses[0] += 1
-        was_first = _gc_pauses[0] == 1
-        restore = was_first and gc.isenabled()
-        if was_first:
-            gc.disable()
-            _gc_pauses.append(restore)
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses.pop():
-                gc.enable()
 
 
 def _analyze(source: str, path: str | None, project, parse_missing: bool,

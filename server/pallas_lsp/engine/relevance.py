@@ -34,6 +34,11 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
     spans = [(d.lineno - 1, (d.end_lineno or d.lineno) - 1, d) for d in defs]
     cls_spans = [(c.lineno - 1, (c.end_lineno or c.lineno) - 1, c) for c in classes]
     words = set(_ALWAYS) | {name for name, v in module_vars.items() if _seed(v)}
+    # Every word the fixpoint can ever look for is known now: find their
+    # lines in one pass over the text.
+    candidates = words | set(module_vars) | {getattr(d, "name", "") for d in defs} \
+        | {c.name for c in classes}
+    where = _word_lines(src.lines, candidates)
     relevant: set[int] = set()
     relevant_cls: set[int] = set()
     done: set[str] = set()
@@ -42,8 +47,7 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
         if not new:
             break
         done |= new
-        hits = src.lines_matching(
-            re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\b"))
+        hits = sorted({line for w in new for line in where.get(w, ())})
         if not hits:
             continue
         grown: set[str] = set()
@@ -83,6 +87,22 @@ def _node_of(value) -> int:
     if isinstance(value, ClassVal):
         return id(value.node)
     return 0
+
+
+_WORD = re.compile(r"[^\W\d]\w*")  # identifiers, Unicode ones too
+
+
+def _word_lines(lines: list[str], words: set[str]) -> dict[str, list[int]]:
+    """word -> the 0-based lines it occurs on, for the words in `words`."""
+    out: dict[str, list[int]] = {}
+    for i, text in enumerate(lines):
+        for w in words.intersection(_WORD.findall(text)):
+            found = out.get(w)
+            if found is None:
+                out[w] = [i]
+            else:
+                found.append(i)
+    return out
 
 
 def _any_between(sorted_lines: list[int], first: int, last: int) -> bool:
