@@ -547,6 +547,22 @@ def test_buffered_ref_operand_is_a_ref_unless_the_override_takes_a_pytree():
             == []
 
 
+def test_buffered_ref_operand_tuple_annotated_with_refs_is_unpacked_into_refs():
+    # tpu-inference's overrides take `(kv_ref, page_indices_ref, schedule)`:
+    # the items annotated as Refs are Refs; where they live is not said, so
+    # reading one (an SMEM table) is not a direct HBM access.
+    body = '''
+    class Paged(pltpu.BufferedRef):
+        def copy_out(self, dst_ref: tuple[jax.Ref, jax.Ref, Schedule], grid_indices):
+            kv_out_ref, page_indices_ref, schedule = dst_ref
+            slot = self.current_copy_out_slot
+            page = page_indices_ref[schedule.first[grid_indices[0]]]
+            pltpu.make_async_copy(self.window_ref.at[slot], kv_out_ref.at[page],
+                                  self.sem_sends.at[slot]).start()
+    '''
+    assert _twin(body, "kv_out_ref.at[page]", "kv_out_ref[page]") == ([], ["PAL101"])
+
+
 def test_augmented_assignment_extends_a_scratch_list_in_each_branch():
     body = f'''
     def kernel(x_hbm, o_ref, acc_ref, zero_ref, sem_ref):

@@ -279,6 +279,16 @@ class Interpreter:
             operand = params[1].arg
             fixed[operand] = Ref(origin=f"{operand} (the pipelined operand)", space=Space.ANY,
                                  root=f"{name}.{node.name}.{operand}")
+        elif len(params) >= 2:
+            # `dst_ref: tuple[jax.Ref, jax.Ref, Schedule]`: the items annotated
+            # as Refs are Refs (where they live is not said: SMEM or HBM).
+            refs = _ref_tuple_annotation(params[1].annotation)
+            if refs is not None:
+                operand = params[1].arg
+                fixed[operand] = Seq(items=tuple(
+                    Ref(origin=f"{operand}[{i}] (a pipelined operand)",
+                        root=f"{name}.{node.name}.{operand}[{i}]") if is_ref else UNKNOWN
+                    for i, is_ref in enumerate(refs)))
         return fixed
 
     def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
@@ -2008,6 +2018,22 @@ def _ref_annotation(ann: ast.expr | None) -> bool:
     text = ast.unparse(ann)
     return "Ref" in text and not any(t in text for t in ("tuple", "Tuple", "Sequence", "list",
                                                          "Any", "dict"))
+
+
+def _ref_tuple_annotation(ann: ast.expr | None) -> list[bool] | None:
+    """`tuple[jax.Ref, jax.Ref, Schedule]` -> which items are Refs; None when
+    the annotation is not a fixed-length tuple with a Ref in it."""
+    if not isinstance(ann, ast.Subscript) or not isinstance(ann.value, (ast.Name, ast.Attribute)):
+        return None
+    if ast.unparse(ann.value).split(".")[-1] not in ("tuple", "Tuple"):
+        return None
+    items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+    if any(isinstance(i, ast.Constant) for i in items):  # `tuple[Ref, ...]`, `tuple[()]`
+        return None
+    refs = [isinstance(i, (ast.Name, ast.Attribute))
+            and ast.unparse(i).split(".")[-1] in ("Ref", "TransformedRef", "AbstractRef")
+            for i in items]
+    return refs if any(refs) else None
 
 
 _REF_ATTRS = ("at", "shape", "dtype", "ndim", "reshape", "bitcast", "T")
