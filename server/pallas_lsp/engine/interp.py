@@ -144,9 +144,8 @@ class Interpreter:
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.kernels_done: set = set()  # (launch site, kernel) already run
-        self._kernel_runs_by_args: dict[tuple, int] = {}  # see same_kernel_run
+        self._kernel_runs_by_args: dict[tuple, tuple] = {}  # see same_kernel_run
         self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
-        self._classes: list[ast.ClassDef] = []
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
         self.api_calls: list = []  # (node, api, args, kwargs) of Pallas calls in this file
@@ -174,8 +173,8 @@ class Interpreter:
             # Functions nobody called in this file (wrappers, tests, methods):
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
-            functions = self._all_functions(self.src.tree)
-            relevant = relevance.relevant_defs(self.src, functions, self._classes,
+            functions, classes = self._all_defs(self.src.tree)
+            relevant = relevance.relevant_defs(self.src, functions, classes,
                                                self.module_scope.vars)
             for node in functions:
                 if id(node) not in self._entered and (id(node) in relevant
@@ -197,7 +196,7 @@ class Interpreter:
             # kernels for other flags (its other callers are elsewhere): run
             # it once more with unknown arguments, so every branch is seen.
             reached = {id(launch.node) for launch in self.events.launches}
-            lines = [i + 1 for i in self.src.lines_matching(_LAUNCH_TEXT)]
+            lines = [i + 1 for i, text in enumerate(self.src.lines) if _LAUNCH_TEXT.search(text)]
             for node in functions:
                 if id(node) not in self._unknown_run and _mentions(node, lines) \
                         and _unreached_launch(node, reached):
@@ -235,17 +234,11 @@ class Interpreter:
         """The id of an earlier run of this kernel with equal arguments (then
         running it again would only repeat its events); else None, and this
         run is remembered as the next kernel id."""
-        values = list(kernel.bound_args) + list(args) + [v for _, v in kernel.bound_kwargs] \
-            + list(kwargs.values())
-        try:
-            key = (id(kernel.node), id(kernel.scope), _key(list(kernel.bound_args)),
-                   _key(list(kernel.bound_kwargs)), _key(list(args)),
-                   _key(sorted(kwargs.items())), backend_name, frame.depth,
-                   id(frame.site) if frame.site is not None else 0,
-                   tuple(v.version for v in values if isinstance(v, Instance)))
-            hash(key)
-        except TypeError:
-            return None
+        args = list(kernel.bound_args) + list(args)  # as call_func will bind them
+        kwargs = {**dict(kernel.bound_kwargs), **kwargs}
+        values = args + list(kwargs.values())
+        key = (id(kernel.node), id(kernel.scope), _args_key(args, kwargs), backend_name,
+               frame.depth, id(frame.site) if frame.site is not None else 0)
         earlier = self._kernel_runs_by_args.get(key)
         if earlier is None:
             # The values are kept so that the ids in the key stay theirs.
@@ -321,11 +314,12 @@ class Interpreter:
                 pipe, frame = self.pending_pipelines.pop()
                 binding.run_pipeline(self, pipe, None, frame)
 
-    def _all_functions(self, tree: ast.AST):
-        """Every def, in source order. Defs are statements, so only statement
-        bodies are searched (much cheaper than ast.walk over expressions)."""
+    def _all_defs(self, tree: ast.AST) -> tuple[list[ast.AST], list[ast.ClassDef]]:
+        """Every def, in source order, and every class. Both are statements,
+        so only statement bodies are searched (much cheaper than ast.walk
+        over expressions)."""
         out: list[ast.AST] = []
-        self._classes = []  # every class, found on the way
+        classes: list[ast.ClassDef] = []
         stack = [tree]
         while stack:
             node = stack.pop()
@@ -334,15 +328,10 @@ class Interpreter:
                     if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         out.append(child)
                     elif isinstance(child, ast.ClassDef):
-                        self._classes.append(child)
+                        classes.append(child)
                     if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
                         stack.append(child)
-        return out
-
-    def _tick(self) -> None:
-        self._steps += 1
-        if self._steps > MAX_STEPS:
-            raise Budget()
+        return out, classes
 
     # ------------------------------------------------------------ statements
 
@@ -619,12 +608,7 @@ class Interpreter:
             self.store_subscript(node.target, base, Array(origin="arithmetic"), node.value, frame)
         elif isinstance(node.target, (ast.Name, ast.Attribute)):
             # `self.copies += [...]` too: the attribute is read, then stored.
-            load = ast.Attribute(value=node.target.value, attr=node.target.attr,
-                                 ctx=ast.Load()) if isinstance(node.target, ast.Attribute) \
-                else node.target
-            if load is not node.target:
-                ast.copy_location(load, node.target)
-            old = self.eval(load, frame)
+            old = self.eval(node.target, frame)
             self.assign(node.target, self.binop(old, value, node.op), frame, node.value)
         else:
             self.escape(value)
@@ -1438,12 +1422,8 @@ class Interpreter:
         mod = scope_parent.module or self.root
         # Code in another file remembers the call here that led to it.
         site = None if mod is self.root else (frame.site or call_node or self._root_stmt)
-        # Instances are mutable: their versions are part of the key.
-        versions = tuple(v.version for v in list(args) + list(kwargs.values())
-                         if isinstance(v, Instance))
-        key = (id(node), in_kernel, kid, unknown_params, _key(args),
-               _key(sorted(kwargs.items())), id(func.scope), versions,
-               id(site) if site is not None else 0)
+        key = (id(node), in_kernel, kid, unknown_params, _args_key(args, kwargs),
+               id(func.scope), id(site) if site is not None else 0)
         if key in self._memo:
             return self._memo[key]
         if key in self._active:  # recursion
@@ -2315,6 +2295,14 @@ def _exposed_reads(loop: ast.AST) -> frozenset:
 def _real(path: str) -> str:
     import os
     return os.path.realpath(path)
+
+
+def _args_key(args: list, kwargs: dict) -> tuple:
+    """Arguments as a hashable key; instances are mutable, so their write
+    counts are part of it."""
+    versions = tuple(v.version for v in list(args) + list(kwargs.values())
+                     if isinstance(v, Instance))
+    return _key(args), _key(sorted(kwargs.items())), versions
 
 
 def _key(obj):

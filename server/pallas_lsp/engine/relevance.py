@@ -16,15 +16,14 @@ import ast
 import bisect
 import re
 
-from pallas_lsp.engine.model import Api, Func, Seq
+from pallas_lsp.engine.model import Api, Const, Func, Seq, Unknown
 from pallas_lsp.engine.source import Source
-from pallas_lsp.engine.values import ClassVal, Choice, Imported, ModuleRef
+from pallas_lsp.engine.values import ClassVal
 
 # Words that make a function relevant wherever they come from.
 _ALWAYS = ("pallas", "pallas_call", "core_map", "emit_pipeline", "run_scoped", "BufferedRef",
            "import", "__import__", "globals", "getattr", "eval", "exec")
 _PALLAS_HEADS = ("pl.", "pltpu.", "plgpu.", "plsc.")
-_MAX_PASSES = 12
 
 
 def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
@@ -36,16 +35,12 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
     words = set(_ALWAYS) | {name for name, v in module_vars.items() if _seed(v)}
     # Every word the fixpoint can ever look for is known now: find their
     # lines in one pass over the text.
-    candidates = words | set(module_vars) | {getattr(d, "name", "") for d in defs} \
-        | {c.name for c in classes}
+    candidates = words | set(module_vars) | {d.name for d in defs} | {c.name for c in classes}
     where = _word_lines(src.lines, candidates)
     relevant: set[int] = set()
     relevant_cls: set[int] = set()
     done: set[str] = set()
-    for _ in range(_MAX_PASSES):
-        new = words - done
-        if not new:
-            break
+    while new := words - done:  # ends: every word added is one of `candidates`
         done |= new
         hits = sorted({line for w in new for line in where.get(w, ())})
         if not hits:
@@ -54,7 +49,7 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
         for first, last, node in spans:
             if id(node) not in relevant and _any_between(hits, first, last):
                 relevant.add(id(node))
-                grown.add(node.name if not isinstance(node, ast.Lambda) else "")
+                grown.add(node.name)
         for first, last, node in cls_spans:
             if id(node) not in relevant_cls and _any_between(hits, first, last):
                 relevant_cls.add(id(node))
@@ -63,30 +58,25 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
         for name, v in module_vars.items():
             if name not in done and _node_of(v) in relevant | relevant_cls:
                 grown.add(name)
-        words |= grown - {""}
-    else:
-        return {id(d) for d in defs}  # too tangled to decide: run everything
+        words |= grown
     return relevant
 
 
 def _seed(value) -> bool:
+    """Can a function reach Pallas by naming this module-level value? The
+    file's own functions and classes are left to the fixpoint."""
     if isinstance(value, Api):
         return value.name in ("pl", "pltpu", "plgpu", "plsc") or value.name.startswith(
             _PALLAS_HEADS)
-    if isinstance(value, (ModuleRef, Imported)):
-        return True  # the user's own modules: anything may be in them
-    if isinstance(value, Seq):
-        return any(_seed(v) for v in value.items)
-    return type(value).__module__.endswith(("binding", "values")) and not isinstance(
-        value, (ClassVal, Choice))
+    if isinstance(value, (Const, Unknown, Func, ClassVal)):
+        return False
+    if isinstance(value, Seq):  # a registry of kernels counts, as any Pallas value in it
+        return any(_seed(v) or isinstance(v, (Func, ClassVal)) for v in value.items)
+    return True  # specs, launchers, choices of functions, instances, the user's modules...
 
 
 def _node_of(value) -> int:
-    if isinstance(value, Func):
-        return id(value.node)
-    if isinstance(value, ClassVal):
-        return id(value.node)
-    return 0
+    return id(value.node) if isinstance(value, (Func, ClassVal)) else 0
 
 
 _WORD = re.compile(r"[^\W\d]\w*")  # identifiers, Unicode ones too

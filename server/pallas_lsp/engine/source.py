@@ -22,8 +22,6 @@ class Source:
     blanked: set[int] = field(default_factory=set)  # 0-based lines removed to parse
     path: str = ""  # set for files read as another file's imports (spans carry it)
     _wide: set | None = field(default=None, repr=False, compare=False)
-    _starts: list | None = field(default=None, repr=False, compare=False)  # line offsets
-    _joined: str | None = field(default=None, repr=False, compare=False)  # the lines, joined
 
     def span(self, node: ast.AST) -> Span:
         """Code-point span of a node (ast columns are UTF-8 byte offsets)."""
@@ -42,23 +40,6 @@ class Source:
             return byte_col
         text = self.lines[line]
         return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
-
-    def lines_matching(self, pattern: re.Pattern) -> list[int]:
-        """Sorted 0-based lines with a match of `pattern` (one scan of the text)."""
-        import bisect
-        starts = self._starts
-        if starts is None:
-            starts = self._starts = [0]
-            for line in self.lines[:-1]:
-                starts.append(starts[-1] + len(line) + 1)
-        out: list[int] = []
-        text = "\n".join(self.lines) if self._joined is None else self._joined
-        self._joined = text
-        for m in pattern.finditer(text):
-            line = bisect.bisect_right(starts, m.start()) - 1
-            if not out or out[-1] != line:
-                out.append(line)
-        return out
 
     def segment(self, node: ast.AST) -> str:
         s = self.span(node)
