@@ -153,3 +153,24 @@ def test_a_function_that_names_nothing_pallas_is_not_run_on_its_own():
     ''')
     assert id(_def(tree, "reference")) not in interp._entered
     assert id(_def(tree, "launch")) in interp._entered
+
+
+def test_a_caller_that_picks_the_launcher_from_a_registry_is_still_run():
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems, *, whole):
+        sem = sems if whole else sems.at[0]
+        cp = pltpu.make_async_copy(x_hbm.at[0], buf.at[0], sem)
+        cp.start()
+        cp.wait()
+
+    def launch(x, whole):
+        k = functools.partial(kernel, whole=whole)
+        return pl.pallas_call(k, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+
+    LAUNCHERS = {{"copy": launch}}
+
+    def entry(x):
+        return LAUNCHERS["copy"](x, whole=True)
+    '''
+    assert "PAL103" in codes(body)
