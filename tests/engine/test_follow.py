@@ -670,3 +670,187 @@ def test_copies_added_to_an_attribute_list_are_started_there():
     '''
     assert codes(body) == []
     assert codes(body.replace("                c.start()\n", "                pass\n")) != []
+
+
+# ---------------------------------------------------------------- launcher code
+# The wrapper around a pallas_call decides how many Refs the kernel gets; each
+# construct below used to leave that count unknown, so nothing was checked.
+
+
+def test_builder_returning_a_partial_of_a_shared_launcher():
+    # make_* binds the flags, a shared `common` takes the kernel as a
+    # parameter; the user calls the result with the arrays only.
+    body = f'''
+    def kernel(x_hbm, o_hbm, *refs, lse):
+        refs = list(refs)
+        buf = refs.pop(0)
+        lse_buf = refs.pop(0) if lse else None
+        (sems,) = refs
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def common(kern, x, *, return_lse, interpret, **body):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32)]
+        if return_lse:
+            scratch.append(pltpu.VMEM((8, 128), jnp.float32))
+        scratch.append(pltpu.SemaphoreType.DMA((2,)))
+        return pl.pallas_call(functools.partial(kern, lse=return_lse, **body),
+                              in_specs=[{ANY}], out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=scratch, interpret=interpret)(x)
+
+    def forward(x, **body):
+        return common(kernel, x, **body)
+
+    def forward_twice(x, **body):
+        return common(kernel, x, **body) + common(kernel, x, **body)
+
+    def make_forward(*, twice: bool = False, return_lse: bool = False,
+                     interpret: bool = False):
+        fwd = forward_twice if twice else forward
+        return functools.partial(fwd, return_lse=return_lse, interpret=interpret)
+    '''
+    assert _twin(body, "buf, sems.at[0])", "buf, sems)") == ([], ["PAL103"])
+
+
+def test_and_or_decide_a_branch_when_their_operands_are_known():
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, return_lse: bool = False, per_seq: bool = False):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))]
+        if return_lse and per_seq:
+            scratch.append(pltpu.VMEM((8, 128), jnp.float32))
+        elif return_lse or per_seq:
+            scratch.append(pltpu.VMEM((8, 128), jnp.float32))
+        return pl.pallas_call(kernel, in_specs=[{ANY}], out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=scratch)(x)
+    '''
+    # With a flag on, the kernel's four parameters no longer match: those
+    # variants are not bound, the all-defaults one is.
+    assert _twin(body, "buf, sems.at[0])", "buf, sems)") == ([], ["PAL103"])
+
+
+def test_dataclass_field_default_decides_a_branch():
+    body = f'''
+    @dataclasses.dataclass(frozen=True)
+    class Schedule:
+        num_rows: int
+        q_token: object = None
+
+    def kernel(x_hbm, o_hbm, *refs):
+        schedule = Schedule(num_rows=4)
+        refs = list(refs)
+        bounds = refs.pop(0) if schedule.q_token is not None else None
+        buf, sems, extra = refs
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, in_specs=[{ANY}], out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,)),
+                                              pltpu.VMEM((8, 128), jnp.float32)])(x)
+    '''
+    header = HEADER + "import dataclasses\n"
+    # Without the default, `bounds` may have taken the first scratch Ref and
+    # `buf` would be unknown.
+    assert codes(body.replace("x_hbm, buf,", "x_hbm, buf[...],"), header) == ["PAL101"]
+    assert codes(body, header) == []
+
+
+def test_an_instance_is_never_none():
+    body = f'''
+    class Paged:
+        def __init__(self, pages):
+            self.pages = pages
+
+    def kernel(x_hbm, o_hbm, buf, sems, *rest):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, y, pages):
+        paged = Paged(pages)
+        operands = [x] if paged is not None else [x, y]
+        return pl.pallas_call(kernel, in_specs=[{ANY}] * len(operands), out_specs={ANY},
+                              out_shape={OUT},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(*operands)
+    '''
+    assert "PAL103" not in codes(body)
+    assert codes(body.replace("buf, sems.at[0])", "buf, sems)")) == ["PAL103"]
+
+
+def test_launcher_loop_over_optional_operands_keeps_the_spec_count():
+    body = f'''
+    def kernel(x_hbm, a_hbm, b_hbm, o_hbm, buf, sems):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, a=None, b=None):
+        operands = (x,)
+        in_specs = ({ANY},)
+        for extra in (a, b):
+            if extra is None:
+                in_specs += (None,)
+            else:
+                in_specs += ({ANY},)
+            operands += (extra,)
+        return pl.pallas_call(kernel, in_specs=in_specs, out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(*operands)
+    '''
+    assert "PAL103" not in codes(body)
+    assert codes(body.replace("buf, sems.at[0])", "buf, sems)")) == ["PAL103"]
+    # A loop that may stop early is not run item by item: nothing is claimed.
+    early = body.replace("            operands += (extra,)\n",
+                         "            operands += (extra,)\n            if extra is None:\n"
+                         "                break\n")
+    assert codes(early.replace("buf, sems.at[0])", "buf, sems)")) == []
+
+
+def test_scratch_list_of_unknown_length_binds_its_first_entries():
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems, *rest):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, n):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))]
+        scratch += [pltpu.VMEM((8, 128), jnp.float32) for _ in range(n)]
+        return pl.pallas_call(kernel, in_specs=[{ANY}], out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=scratch)(x)
+    '''
+    assert "PAL103" not in codes(body)
+    assert codes(body.replace("buf, sems.at[0])", "buf, sems)")) == ["PAL103"]
+
+
+def test_public_launcher_whose_pallas_call_is_in_a_shared_helper():
+    # `flash` has the flags; the pallas_call is in `common`, which takes the
+    # kernel as a parameter. `flash` is run with its flag settings too.
+    body = f'''
+    def kernel(x_hbm, o_hbm, *refs):
+        buf, sems = refs[0], refs[-1]
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def common(kern, x, *, return_lse):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32)]
+        if return_lse:
+            scratch.append(pltpu.VMEM((8, 128), jnp.float32))
+        scratch.append(pltpu.SemaphoreType.DMA((2,)))
+        return pl.pallas_call(kern, in_specs=[{ANY}], out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=scratch)(x)
+
+    def flash(x, return_lse: bool = False):
+        return common(kernel, x, return_lse=return_lse)
+    '''
+    assert _twin(body, "buf, sems.at[0])", "buf[...], sems.at[0])") == ([], ["PAL101"])

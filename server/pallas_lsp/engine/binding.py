@@ -570,8 +570,13 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         launch.reason = "the kernel is not a function the engine can see"
         return
     params, has_vararg = positional
-    args, reason = _segments_to_args([prefetch, inputs, outputs, scratch_pos], params,
-                                     _required(kernel, params), has_vararg, scratch_tail)
+    segments = [prefetch, inputs, outputs, scratch_pos]
+    if isinstance(sv, Partial) and sv.head:
+        # ... and so are its first ones (`[a, b] + ([c] if flag else [])`).
+        segments[-1:] = [[_scratch_value(item, f"scratch_shapes[{i}]")
+                          for i, item in enumerate(sv.head)], None]
+    args, reason = _segments_to_args(segments, params, _required(kernel, params), has_vararg,
+                                     scratch_tail)
     if args is None:
         launch.reason = reason
         return

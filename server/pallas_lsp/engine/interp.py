@@ -140,6 +140,10 @@ class Interpreter:
         self._closures: dict[int, Func] = {}  # nested def node -> Func in its first closure
         self._buffered_methods: dict[int, ClassVal] = {}  # BufferedRef override -> its class
         self._unknown_run: set[int] = set()  # ... and those run with unknown arguments
+        # Defs run on their own that returned a function or launched a kernel
+        # through a callee: their flag variants are run too.
+        self._builders: set[int] = set()
+        self._straight: dict[int, bool] = {}  # For node -> no break/continue/return in it
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
@@ -189,7 +193,10 @@ class Interpreter:
                         self.events.truncated.add(self._kernel_count + 1)
                         self.call_func(func, [], hooked, frame, unknown_params=True, kernel=True)
                     else:
+                        launched = len(self.events.launches)
                         self._drive(func, {}, frame)
+                        if len(self.events.launches) > launched:
+                            self._builders.add(id(node))  # launches through its callees
                     self._flush_pending()
                     self._run_escaped(frame)
             # A launcher called here only with its defaults may launch other
@@ -208,7 +215,7 @@ class Interpreter:
             # running them one by one keeps the flags that shape a ref list
             # and the kernel that unpacks it in step.
             for node in functions:
-                if not _mentions(node, lines):
+                if not (_mentions(node, lines) or id(node) in self._builders):
                     continue
                 variants = _flag_variants(node)
                 defaults = self._default_values(node, frame) if variants else {}
@@ -287,12 +294,25 @@ class Interpreter:
     def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
         """Run a function nobody here called, with unknown arguments (but
         `fixed`); a builder's result is run too: the closure it returns
-        (`return fn`, where `fn` makes the pallas_call) is the launcher."""
-        result = self.call_func(func, [], fixed, frame, unknown_params=True)
+        (`return fn`, where `fn` makes the pallas_call) is the launcher.
+        In a flag variant the launcher is called the way its docstring's
+        user would call it: required arguments only, the rest defaults (and
+        what the builder bound), so its own flags are known too."""
+        results = [self.call_func(func, [], fixed, frame, unknown_params=True)]
         for _ in range(2):
-            if not isinstance(result, Func):
+            launchers = [o for r in results for o in (r.options if isinstance(r, Choice) else (r,))
+                         if isinstance(o, Func)]
+            if not launchers:
                 return
-            result = self.call_func(result, [], {}, frame, unknown_params=True)
+            if not fixed:
+                self._builders.add(id(func.node))
+            results = []
+            for launcher in launchers:
+                if not fixed:
+                    results.append(self.call_func(launcher, [], {}, frame, unknown_params=True))
+                else:
+                    args, kwargs = _required_args(launcher)
+                    results.append(self.call_func(launcher, args, kwargs, frame))
 
     def _run_escaped(self, frame: Frame) -> None:
         """Functions handed to code we do not model (jax.jit, shard_map,
@@ -492,10 +512,11 @@ class Interpreter:
         if node.keywords or not (plain or namedtuple) or (decorators and not record):
             frame.scope.vars[node.name] = UNKNOWN
             return
-        methods, fields, kinds = {}, [], {}
+        methods, fields, kinds, defaults = {}, [], {}, {}
         for parent in parents:  # single inheritance from classes of this file
             methods.update(parent.methods)
             kinds.update(parent.kinds)
+            defaults.update(parent.defaults)
             fields.extend(f for f in parent.fields if f not in fields)
             record = record or parent.record
         for stmt in node.body:
@@ -509,8 +530,15 @@ class Interpreter:
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.target.id not in fields:
                 fields.append(stmt.target.id)
+                # `q_token: Callable | None = None`: a field the call may
+                # leave out (then `schedule.q_token is None` decides branches).
+                if stmt.value is not None and (record or namedtuple):
+                    v = self.eval(stmt.value, frame)
+                    if isinstance(v, Const):
+                        defaults[stmt.target.id] = v
         cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
         object.__setattr__(cls, "kinds", kinds)
+        object.__setattr__(cls, "defaults", defaults)
         if buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:
@@ -635,7 +663,20 @@ class Interpreter:
         saved.merge(a, b, self._lost)
 
     def stmt_For(self, node: ast.For, frame: Frame) -> None:
-        item = self.iter_item(self.eval(node.iter, frame))
+        it = self.eval(node.iter, frame)
+        # Launcher code that builds its specs in a loop over a few known
+        # values (`for extra in (replay, shadow): in_specs += ...`) runs each
+        # iteration, as Python does, so the list keeps its length. Kernel
+        # code keeps the two-pass model its start/wait checks are built on.
+        if not frame.kernel and isinstance(node, ast.For):
+            items = self.expand(it, limit=MAX_UNROLL)
+            if items and _straight_loop(node, self._straight):
+                for item in items:
+                    self.assign(node.target, item, frame, None)
+                    self.exec_body(node.body, frame)
+                self.exec_body(node.orelse, frame)
+                return
+        item = self.iter_item(it)
         self.loop(frame, node.body, lambda: self.assign(node.target, item, frame, None), node)
         self.exec_body(node.orelse, frame)
 
@@ -1024,6 +1065,17 @@ class Interpreter:
             return a  # `pltpu.SemaphoreType.DMA(...) @ mesh`: placed on that mesh's cores
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
             return _const_binop(a.value, b.value, op)
+        if isinstance(op, ast.Add) and (isinstance(a, SeqOf) and isinstance(b, Seq)
+                                        or isinstance(a, Seq) and isinstance(b, SeqOf)):
+            # A known list and one of unknown length: the known items keep
+            # their places at the front (or the back).
+            known, more = (a, b) if isinstance(a, Seq) else (b, a)
+            if known.keys is None and known.items:
+                elem = join_all(list(known.items) + [more.elem])
+                if elem is UNKNOWN:
+                    self.escape(more.elem)
+                return Partial(head=known.items, elem=elem) if known is a \
+                    else Partial(tail=known.items, elem=elem)
         if isinstance(op, ast.Add) and (isinstance(a, SeqOf) or isinstance(b, SeqOf)) \
                 and all(isinstance(v, SeqOf) or (isinstance(v, Seq) and v.keys is None)
                         for v in (a, b)):
@@ -1054,8 +1106,22 @@ class Interpreter:
         return UNKNOWN
 
     def expr_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Value:
-        vals = [self.eval(v, frame) for v in node.values]
-        return vals[-1] if len(vals) == 1 else UNKNOWN
+        """Python's `and` / `or`: the first operand that decides, else the
+        last. Operands after a deciding one are not evaluated (they do not
+        run); after one of unknown truth they are, and the value is unknown."""
+        stop = isinstance(node.op, ast.Or)  # the truth that ends the chain
+        known = True
+        v = UNKNOWN
+        for i, operand in enumerate(node.values):
+            v = self.eval(operand, frame)
+            if i == len(node.values) - 1 or not known:
+                continue
+            truth = _truthiness(v)
+            if truth is None:
+                known = False
+            elif truth is stop:
+                return v
+        return v if known else UNKNOWN
 
     def expr_Compare(self, node: ast.Compare, frame: Frame) -> Value:
         vals = [self.eval(node.left, frame)] + [self.eval(c, frame) for c in node.comparators]
@@ -1345,6 +1411,8 @@ class Interpreter:
                 inst.attrs[name] = a.value
             for k, a in kwargs.items():
                 inst.attrs[k] = a.value
+            for k, v in cls.defaults.items():
+                inst.attrs.setdefault(k, v)
         init = cls.methods.get("__post_init__" if cls.record else "__init__")
         if init is not None:
             self.call_func(Func(node=init, scope=cls.scope), [inst] + [a.value for a in args]
@@ -2062,7 +2130,7 @@ def _is_none(v: Value) -> bool | None:
         return v.value is None
     if getattr(v, "nullable", False):
         return None
-    if isinstance(v, (Ref, Array, Descriptor, Seq, Func)):
+    if isinstance(v, (Ref, Array, Descriptor, Seq, Func, Instance, ClassVal)):
         return False
     return None
 
@@ -2205,6 +2273,55 @@ def _tested_names(func: ast.AST) -> set[str]:
     for node in names:
         (as_test if id(node) in tested else other).add(node.id)
     return as_test - other
+
+
+MAX_UNROLL = 8  # a launcher's loop over this many known items runs item by item
+
+
+def _straight_loop(node: ast.For, cache: dict) -> bool:
+    """No `break` / `continue` / `return` / `yield` of this loop in its body
+    (then running each iteration in turn is what Python does)."""
+    hit = cache.get(id(node))
+    if hit is None:
+        hit = True
+        stack = list(node.body)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)):
+                hit = False
+                break
+            if isinstance(n, (ast.Break, ast.Continue)):
+                hit = False
+                break
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
+                # its own break/continue are its business; returns still count
+                stack.extend(x for x in ast.walk(n) if isinstance(x, (ast.Return, ast.Yield,
+                                                                      ast.YieldFrom)))
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+        cache[id(node)] = hit
+    return hit
+
+
+def _required_args(func: Func) -> tuple[list, dict]:
+    """Unknown values for the parameters of `func` that have neither a
+    default nor a bound value: the smallest call a user can make."""
+    a = func.node.args
+    positional = list(a.posonlyargs) + list(a.args)
+    bound = dict(func.bound_kwargs)
+    rest = positional[len(func.bound_args):]
+    required = rest[:max(0, len(rest) - len(a.defaults))] if len(a.defaults) <= len(positional) \
+        else []
+    args = []
+    for p in required:
+        if p.arg in bound:
+            break  # the rest are passed by keyword (bound), as Python requires
+        args.append(UNKNOWN)
+    kwargs = {p.arg: UNKNOWN for p, d in zip(a.kwonlyargs, a.kw_defaults)
+              if d is None and p.arg not in bound}
+    return args, kwargs
 
 
 def _mentions(func: ast.AST, lines: list[int]) -> bool:

@@ -331,6 +331,7 @@ class ClassVal(Value):
         object.__setattr__(self, "fields", fields)  # dataclass / NamedTuple field order
         object.__setattr__(self, "record", record)  # fields come from the call's arguments
         object.__setattr__(self, "kinds", {})  # method name -> method | static | class | property
+        object.__setattr__(self, "defaults", {})  # record field -> its literal default
 
     __hash__ = object.__hash__
 
