@@ -854,3 +854,50 @@ def test_public_launcher_whose_pallas_call_is_in_a_shared_helper():
         return common(kernel, x, return_lse=return_lse)
     '''
     assert _twin(body, "buf, sems.at[0])", "buf[...], sems.at[0])") == ([], ["PAL101"])
+
+
+def test_scratch_from_a_table_keyed_by_an_enum_and_counted_with_int():
+    # tokamax's fused MoE: the format's record comes from a dict keyed by
+    # enum members (`FORMS[Format(fmt)]`), optional buffers are spliced in
+    # with `*weights`, and the operand count adds `int(flag)`.
+    body = f'''
+    class Format(str, enum.Enum):
+        FP8 = "fp8"
+        FP4 = "fp4"
+
+    class Form(typing.NamedTuple):
+        name: Format
+        scale_layout: str
+
+        @property
+        def has_scales(self):
+            return self.scale_layout != "none"
+
+    FORMS = {{Format.FP8: Form(Format.FP8, "per_channel"), Format.FP4: Form(Format.FP4, "none")}}
+
+    def buffers(n, fmt):
+        form = FORMS[Format(fmt)]
+        weights = [(n, 128)]
+        if form.has_scales:
+            weights += [(n, 8)]
+        return [(2, 128), *weights]
+
+    def build(n, *, fmt=Format.FP8, has_bias=False):
+        form = FORMS[Format(fmt)]
+        n_inputs = 1 + int(form.has_scales) + int(has_bias)
+
+        def kernel(*refs):
+            x_hbm, o_hbm, lhs = refs[0], refs[n_inputs], refs[n_inputs + 1]
+            sems = refs[-1]
+            c = pltpu.make_async_copy(x_hbm, lhs, sems.at[0])
+            c.start()
+            c.wait()
+
+        scratch = [pltpu.VMEM(s, jnp.float32) for s in buffers(n, fmt)]
+        scratch += [pltpu.SemaphoreType.DMA((2,))]
+        return pl.pallas_call(kernel, in_specs=[{ANY}] * n_inputs, out_specs={ANY},
+                              out_shape={OUT}, scratch_shapes=scratch)
+    '''
+    header = HEADER + "import enum\nimport typing\n"
+    assert codes(body, header) == []
+    assert "PAL101" in codes(body.replace("x_hbm, lhs, sems", "x_hbm[...], lhs, sems"), header)

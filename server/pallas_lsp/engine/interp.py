@@ -909,15 +909,29 @@ class Interpreter:
 
     def expr_Tuple(self, node, frame: Frame) -> Value:
         items: list[Value] = []
+        # `[a, *weights, *biases, b]` with lists of unknown length inside:
+        # the items before the first and after the last are still known.
+        parts: list[Value] = []
         for elt in node.elts:
             if isinstance(elt, ast.Starred):
                 inner = self.eval(elt.value, frame)
-                if not isinstance(inner, Seq):
+                if isinstance(inner, Seq):
+                    items.extend(inner.items)
+                    continue
+                if isinstance(inner, SeqOf):
+                    inner = Partial(elem=inner.elem)
+                if not isinstance(inner, Partial):
                     return UNKNOWN
-                items.extend(inner.items)
+                parts += [Seq(items=tuple(items)), inner]
+                items = []
             else:
                 items.append(self.eval(elt, frame))
-        return Seq(items=tuple(items))
+        if not parts:
+            return Seq(items=tuple(items))
+        out = parts[0]
+        for part in parts[1:] + [Seq(items=tuple(items))]:
+            out = _concat_partial(out, part)
+        return out
 
     expr_List = expr_Tuple
 
@@ -1376,6 +1390,9 @@ class Interpreter:
                                                             or frame.mod is self.root):
                 self.api_calls.append((node, func.name, args, kwargs))
             return declared(self.call_api(func.name, args, kwargs, node, frame), node)
+        if isinstance(func, Seq) and func.origin.startswith("enum ") and len(args) == 1 \
+                and isinstance(args[0].value, Const) and args[0].value in func.items:
+            return args[0].value  # `Format(member)` is that member
         if isinstance(func, Func):
             return self.call_func(func, [a.value for a in args],
                                   {k: a.value for k, a in kwargs.items()}, frame, call_node=node)
@@ -2015,13 +2032,31 @@ def _builtin_range(args):
     return UNKNOWN
 
 
+def _builtin_const(fn):
+    """int / bool / float / abs / max / min on known numbers (`int(has_bias)`
+    counts operands); anything else unknown."""
+    def apply(args):
+        values = [a.value for a in args]
+        if not values or not all(isinstance(v, Const) and isinstance(v.value, (bool, int, float))
+                                 for v in values):
+            return UNKNOWN
+        try:
+            out = fn(*(v.value for v in values))
+        except (TypeError, ValueError, OverflowError):
+            return UNKNOWN
+        return Const(value=out)
+    return apply
+
+
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
 
 _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
              "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_range,
              "iter": _builtin_iter,
              "isinstance": _builtin_unknown, "print": _builtin_unknown,
-             "int": _builtin_unknown, "max": _builtin_unknown, "min": _builtin_unknown}
+             "int": _builtin_const(int), "bool": _builtin_const(bool),
+             "float": _builtin_const(float), "abs": _builtin_const(abs),
+             "max": _builtin_const(max), "min": _builtin_const(min)}
 
 _DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
                           "int8", "int64", "uint32", "uint8", "uint16", "bool_",
