@@ -203,7 +203,7 @@ class Interpreter:
             # kernels for other flags (its other callers are elsewhere): run
             # it once more with unknown arguments, so every branch is seen.
             reached = {id(launch.node) for launch in self.events.launches}
-            lines = [i + 1 for i, text in enumerate(self.src.lines) if _LAUNCH_TEXT.search(text)]
+            lines = _launch_lines(self.src.lines)
             for node in functions:
                 if id(node) not in self._unknown_run and _mentions(node, lines) \
                         and _unreached_launch(node, reached):
@@ -2244,6 +2244,14 @@ _EXPR = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
 _TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map")
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
 _LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
+
+
+def _launch_lines(lines: list[str]) -> list[int]:
+    """1-based lines that may launch a kernel. The substring test first: the
+    regex alone, tried at every position of every line, costs more."""
+    return [i + 1 for i, text in enumerate(lines)
+            if ("kernel" in text or "pallas_call" in text or "core_map" in text)
+            and _LAUNCH_TEXT.search(text)]
 
 
 MAX_VARIANTS = 8

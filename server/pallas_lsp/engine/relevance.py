@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 
 from pallas_lsp.engine.model import Api, Const, Func, Seq, Unknown
 from pallas_lsp.engine.source import Source
@@ -79,17 +78,23 @@ def _node_of(value) -> int:
     return id(value.node) if isinstance(value, (Func, ClassVal)) else 0
 
 
-_WORD = re.compile(r"[^\W\d]\w*")  # identifiers, Unicode ones too
+# Bytes that end an identifier become spaces (newlines stay, to count lines);
+# bytes of UTF-8 sequences stay word bytes, so Unicode identifiers survive.
+_SEPARATE = bytes(b if (chr(b).isalnum() or b in b"_\n" or b >= 128) else 32 for b in range(256))
 
 
 def _word_lines(lines: list[str], words: set[str]) -> dict[str, list[int]]:
-    """word -> the 0-based lines it occurs on, for the words in `words`."""
+    """word -> the 0-based lines it occurs on, for the words in `words`.
+    (bytes.translate + split: several times faster than a regex per line.)"""
+    wanted = {w.encode("utf-8", "surrogatepass"): w for w in words}
+    keys = wanted.keys()
     out: dict[str, list[int]] = {}
-    for i, text in enumerate(lines):
-        for w in words.intersection(_WORD.findall(text)):
-            found = out.get(w)
+    text = "\n".join(lines).encode("utf-8", "surrogatepass").translate(_SEPARATE)
+    for i, line in enumerate(text.split(b"\n")):
+        for w in keys & line.split():
+            found = out.get(wanted[w])
             if found is None:
-                out[w] = [i]
+                out[wanted[w]] = [i]
             else:
                 found.append(i)
     return out
