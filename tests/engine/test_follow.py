@@ -901,3 +901,46 @@ def test_scratch_from_a_table_keyed_by_an_enum_and_counted_with_int():
     header = HEADER + "import enum\nimport typing\n"
     assert codes(body, header) == []
     assert "PAL101" in codes(body.replace("x_hbm, lhs, sems", "x_hbm[...], lhs, sems"), header)
+
+
+def test_core_map_wrapper_that_makes_refs_with_new_ref():
+    # tpu-inference's SparseCore helper: a drop-in `kernel(body, out_type=,
+    # scratch_types={...})` that wraps the operands with `new_ref` (through
+    # tree_map), checks `isinstance(out_type, (tuple, list))`, and calls the
+    # body with operands, outputs and scratch by keyword.
+    body = f'''
+    def _empty_out_ref(out_type):
+        return jax.new_ref(jnp.empty(out_type.shape, out_type.dtype))
+
+    def kernel_via_core_map(body, *, out_type, mesh, scratch_types=()):
+        single_output = not isinstance(out_type, (tuple, list))
+        out_types = (out_type,) if single_output else out_type
+
+        @jax.jit
+        def run(*operands):
+            arg_refs = jax.tree_util.tree_map(jax.new_ref, operands)
+            out_refs = jax.tree_util.tree_map(_empty_out_ref, out_types)
+
+            @pl.core_map(mesh, scratch_shapes=scratch_types)
+            def _(*scratch_refs, **scratch_kwrefs):
+                return body(*arg_refs, *out_refs, *scratch_refs, **scratch_kwrefs)
+
+            return out_refs[0][...] if single_output else out_refs
+        return run
+
+    def main_kernel(x_hbm, idx_hbm, out_hbm, buf, sem_ref):
+        c = pltpu.make_async_copy(x_hbm.at[0], buf, sem_ref.at[0])
+        c.start()
+        c.wait()
+
+    def scatter(x, idx, mesh):
+        x = jnp.asarray(x, jnp.float32)
+        idx = jnp.asarray(idx, jnp.int32)
+        return kernel_via_core_map(
+            main_kernel, out_type={OUT}, mesh=mesh,
+            scratch_types=dict(buf=pltpu.VMEM((128,), jnp.float32),
+                               sem_ref=pltpu.SemaphoreType.DMA((2,))))(x, idx)
+    '''
+    assert codes(body) == []
+    assert "PAL101" in codes(body.replace("(x_hbm.at[0], buf", "(x_hbm[0], buf"))
+    assert codes(body.replace("buf, sem_ref.at[0])", "buf, sem_ref)")) == ["PAL103"]

@@ -839,8 +839,8 @@ class Interpreter:
     def store_subscript(self, target: ast.Subscript, base: Value, value: Value, value_node,
                         frame: Frame) -> None:
         self.eval_index(target.slice, frame)
-        if isinstance(base, Ref):
-            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, 
+        if isinstance(base, Ref) and (frame.kernel or self._kernel_id):
+            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site,
                 kind="swap", node=target, ref=Arg(target.value, base),
                 value=Arg(value_node, value)))
         else:
@@ -999,8 +999,11 @@ class Interpreter:
         if isinstance(base, Ref):
             shape = binding.index_shape(base.shape, self.eval_index(node.slice, frame),
                                         node.slice)
-            self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind="get", node=node,
-                                                  ref=Arg(node.value, base)))
+            if frame.kernel or self._kernel_id:
+                # (outside a kernel, `r[...]` reads a jax.new_ref array: legal)
+                self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site,
+                                                      kind="get", node=node,
+                                                      ref=Arg(node.value, base)))
             return Array(origin=f"read of {self.segment(node.value)}", shape=shape, decl=base.decl,
                          dtype=base.dtype, sem=base.sem)
         index = self.eval(node.slice, frame)
@@ -1555,7 +1558,8 @@ class Interpreter:
             after = args[star_at + 1:]
             args = args[:star_at]
             if after and _STAR_UNKNOWN not in after and a.vararg is None and not a.defaults \
-                    and not unknown_params and len(args) + len(after) <= len(positional):
+                    and not unknown_params and len(args) + len(after) <= len(positional) \
+                    and not any(p.arg in kwargs for p in positional):
                 tail = positional[len(positional) - len(after):]
                 from_back = {p.arg: v for p, v in zip(tail, after)}
         values: dict[str, Value] = {}
@@ -1563,7 +1567,8 @@ class Interpreter:
             if unknown_params:
                 v = kwargs.get(p.arg, UNKNOWN)  # a launcher variant fixes its flags
             elif star and i >= star_at:
-                v = from_back.get(p.arg, UNKNOWN)
+                # Given by keyword, a parameter takes no positional argument.
+                v = kwargs[p.arg] if p.arg in kwargs else from_back.get(p.arg, UNKNOWN)
             elif i < len(args):
                 v = args[i]
             elif p.arg in kwargs:
@@ -1665,6 +1670,14 @@ class Interpreter:
         t = api.tail(name)
         if t in api.DMA_MAKERS:
             return self.dma(t, args, kwargs, node, frame)
+        if name in _NEW_REF:
+            # `jax.new_ref(x)` outside a kernel: a mutable array a core_map
+            # body closes over as a Ref (in HBM unless `memory_space=` says).
+            space = kwargs.get("memory_space")
+            where = Space.ANY if space is None else (binding.space_of(space.value) or Space.UNKNOWN)
+            x = args[0].value if args else UNKNOWN
+            return Ref(origin=f"{name.rsplit('.', 1)[-1]}(...)", space=where,
+                       shape=getattr(x, "shape", None), dtype=getattr(x, "dtype", None))
         if t in api.SEM_OPS:
             sem = _pick(args, kwargs, 0, "sem_or_view")
             if sem is not None:
@@ -1774,7 +1787,7 @@ class Interpreter:
                 new.attrs[k] = a.value
             return new
         if name in _TREE_MAPS:
-            return self.tree_map(args, frame)
+            return self.tree_map(args, frame, node)
         if name in ("lax.scan",):
             body = _pick(args, kwargs, 0, "f")
             init = _pick(args, kwargs, 1, "init")
@@ -1899,14 +1912,23 @@ class Interpreter:
             frame.loop_depth -= 1
         return join(join(carry, out), out2)
 
-    def tree_map(self, args: list[Arg], frame: Frame) -> Value:
+    def tree_map(self, args: list[Arg], frame: Frame, node: ast.Call) -> Value:
         """`jax.tree.map(f, xs, *rest)`: `f` on each leaf of a known list,
-        tuple or dict (`jax.tree.map(lambda d: d.start(), copies)`)."""
-        if len(args) < 2 or not isinstance(args[0].value, Func):
+        tuple or dict (`jax.tree.map(lambda d: d.start(), copies)`); `f` may
+        be an API too (`tree_map(jax.new_ref, operands)`)."""
+        if len(args) < 2 or not isinstance(args[0].value, (Func, Api)):
             for a in args:
                 self.escape(a.value)
             return UNKNOWN
-        func, trees = args[0].value, [a.value for a in args[1:]]
+        fn, trees = args[0].value, [a.value for a in args[1:]]
+
+        def call(leaves: list[Value]) -> Value:
+            if isinstance(fn, Api):
+                # An unknown leaf may be a whole subtree: no claim about it.
+                if leaves[0] is UNKNOWN:
+                    return UNKNOWN
+                return self.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
+            return self.call_func(fn, leaves, {}, frame)
 
         def leaf(v) -> bool:
             return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None)
@@ -1920,16 +1942,15 @@ class Interpreter:
                     items.append(walk(item, others, depth + 1))
                 return replace(first, items=tuple(items))
             if isinstance(first, SeqOf) and leaf(first.elem):
-                return SeqOf(elem=self.call_func(func, [first.elem] + [UNKNOWN] * len(rest), {},
-                                                 frame))
+                return SeqOf(elem=call([first.elem] + [UNKNOWN] * len(rest)))
             if isinstance(first, Partial):
                 for item in first.head + first.tail:
                     if leaf(item):
-                        self.call_func(func, [item] + [UNKNOWN] * len(rest), {}, frame)
+                        call([item] + [UNKNOWN] * len(rest))
                 return UNKNOWN
             if not leaf(first):
                 return first
-            return self.call_func(func, [first] + list(rest), {}, frame)
+            return call([first] + list(rest))
 
         if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)):
             for t in trees:
@@ -2021,6 +2042,27 @@ def _builtin_unknown(args):
     return UNKNOWN
 
 
+def _builtin_isinstance(args):
+    """`isinstance(out_type, (tuple, list))`: False for a value the engine
+    knows is no container (a ShapeDtypeStruct, a Ref, a number); True for a
+    list or tuple when both are named. Other classes: unknown."""
+    if len(args) != 2 or args[1].node is None:
+        return UNKNOWN
+    cls = args[1].node
+    names = {e.id for e in (cls.elts if isinstance(cls, ast.Tuple) else [cls])
+             if isinstance(e, ast.Name)}
+    if not names or not names <= {"tuple", "list"} \
+            or len(names) != len(cls.elts if isinstance(cls, ast.Tuple) else [cls]):
+        return UNKNOWN
+    v = args[0].value
+    if isinstance(v, (ShapeDtype, Ref, Array, Alloc, Spec, Descriptor)) or (
+            isinstance(v, Const) and isinstance(v.value, (type(None), bool, int, float, str))):
+        return Const(value=False)
+    if isinstance(v, Seq) and v.keys is None and names == {"tuple", "list"}:
+        return Const(value=True)
+    return UNKNOWN
+
+
 @dataclass(frozen=True)
 class _Range(Value):
     n: int = 0
@@ -2053,7 +2095,7 @@ _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", 
 _BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
              "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_range,
              "iter": _builtin_iter,
-             "isinstance": _builtin_unknown, "print": _builtin_unknown,
+             "isinstance": _builtin_isinstance, "print": _builtin_unknown,
              "int": _builtin_const(int), "bool": _builtin_const(bool),
              "float": _builtin_const(float), "abs": _builtin_const(abs),
              "max": _builtin_const(max), "min": _builtin_const(min)}
@@ -2241,7 +2283,10 @@ _STMT = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
 _EXPR = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
          if n.startswith("expr_") and hasattr(ast, n[5:])}
 
-_TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map")
+_NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.experimental.mutable_array",
+            "jax._src.core.mutable_array"}
+_TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map",
+              "jax._src.tree_util.tree_map")
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
 _LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
 
