@@ -944,3 +944,54 @@ def test_core_map_wrapper_that_makes_refs_with_new_ref():
     assert codes(body) == []
     assert "PAL101" in codes(body.replace("(x_hbm.at[0], buf", "(x_hbm[0], buf"))
     assert codes(body.replace("buf, sem_ref.at[0])", "buf, sem_ref)")) == ["PAL103"]
+
+
+def test_when_given_a_descriptor_method_starts_it():
+    # flywheel: `pl.when(is_read)(copy.start)` starts the copy when the
+    # condition holds; JAX checks the copy's arguments there.
+    body = f'''
+    def copies(x_hbm, buf, sem, n):
+        return [(i > 0, pltpu.make_async_copy(x_hbm.at[i], buf.at[i], sem)) for i in range(n)]
+
+    def kernel(x_hbm, o_hbm, buf, sem):
+        for ok, c in copies(x_hbm, buf, sem, 2):
+            pl.when(ok)(c.start)
+        for ok, c in copies(x_hbm, buf, sem, 2):
+            pl.when(ok)(c.wait)
+
+    def launch(x):
+        return pl.pallas_call(kernel, in_specs=[{ANY}], out_specs={ANY}, out_shape={OUT},
+                              scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert codes(body) == []
+    assert "PAL101" in codes(body.replace("buf.at[i], sem)", "buf[i], sem)"))
+
+
+def test_one_launch_site_runs_each_config_object_it_is_given():
+    # flywheel's GDN: `_call_kernel(mode)` builds `cfg = Config(mode=mode)` and
+    # launches `partial(outer_kernel, cfg=cfg)`; the second mode takes the
+    # kernel's other branch, which must be run too.
+    body = f'''
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        mode: str
+
+    def kernel(x_hbm, o_hbm, buf, sems, *, cfg):
+        if cfg.mode == "per_seq":
+            c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+            c.start()
+            c.wait()
+
+    def launch(x):
+        def call(y, mode):
+            cfg = Config(mode=mode)
+            return pl.pallas_call(functools.partial(kernel, cfg=cfg), in_specs=[{ANY}],
+                                  out_specs={ANY}, out_shape={OUT},
+                                  scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                                  pltpu.SemaphoreType.DMA((2,))])(y)
+        return call(call(x, "batched"), "per_seq")
+    '''
+    header = HEADER + "import dataclasses\n"
+    assert codes(body, header) == []
+    assert codes(body.replace("buf, sems.at[0])", "buf, sems)"), header) == ["PAL103"]

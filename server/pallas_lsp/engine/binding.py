@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, Choice, GridSpec, Instance, OperandDecl,
+from pallas_lsp.engine.values import (UNKNOWN, Alloc, Bound, Choice, GridSpec, Instance, OperandDecl,
                                       Partial, ShapeDtype, SliceVal, Spec)
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ class WhenDecorator(Decorator):
     def apply(self, interp, func, node, frame):
         if isinstance(func, Func):
             interp.call_func(func, [], {}, frame)
+        elif isinstance(func, Bound) and isinstance(node, ast.Call):
+            interp.call_method(func, [], {}, node, frame)  # `pl.when(c)(copy.start)`
         return Const(value=None)
 
 
@@ -605,11 +607,22 @@ def _kernel_identity(kernel: Value):
     """Which function, and the constants partial() bound to it."""
     if not isinstance(kernel, Func):
         return id(kernel) if isinstance(kernel, Choice) else None
-    consts = tuple((i, v.value) for i, v in enumerate(kernel.bound_args)
-                   if isinstance(v, Const) and _hashable(v.value))
-    consts += tuple((k, v.value) for k, v in kernel.bound_kwargs
-                    if isinstance(v, Const) and _hashable(v.value))
+    bound = list(enumerate(kernel.bound_args)) + list(kernel.bound_kwargs)
+    consts = tuple((k, c) for k, v in bound if (c := _const_key(v)) is not None)
     return (id(kernel.node), consts)
+
+
+def _const_key(v: Value, depth: int = 0):
+    """A hashable summary of what is constant in a bound value: a Const's
+    value; for a config object (`partial(kernel, cfg=cfg)`), its constant
+    fields, so that two configs that differ in a mode are two kernels."""
+    if isinstance(v, Const):
+        return v.value if _hashable(v.value) else None
+    if isinstance(v, Instance) and depth < 2:
+        fields = tuple(sorted((k, c) for k, x in v.attrs.items()
+                              if (c := _const_key(x, depth + 1)) is not None))
+        return ("instance", id(v.cls), fields) if fields else None
+    return None
 
 
 def _hashable(x) -> bool:
