@@ -918,9 +918,7 @@ class Interpreter:
                 if isinstance(inner, Seq):
                     items.extend(inner.items)
                     continue
-                if isinstance(inner, SeqOf):
-                    inner = Partial(elem=inner.elem)
-                if not isinstance(inner, Partial):
+                if not isinstance(inner, (Partial, SeqOf)):
                     return UNKNOWN
                 parts += [Seq(items=tuple(items)), inner]
                 items = []
@@ -930,7 +928,17 @@ class Interpreter:
             return Seq(items=tuple(items))
         out = parts[0]
         for part in parts[1:] + [Seq(items=tuple(items))]:
-            out = _concat_partial(out, part)
+            out = self.concat(out, part)
+        return out
+
+    def concat(self, a: Value, b: Value) -> Value:
+        """`_concat_partial`, and what a list of unknown length held escapes
+        when its items' kind is lost in the join."""
+        out = _concat_partial(a, b)
+        if out is UNKNOWN or out.elem is UNKNOWN:
+            for v in (a, b):
+                if isinstance(v, SeqOf):
+                    self.escape(v.elem)
         return out
 
     expr_List = expr_Tuple
@@ -1082,17 +1090,12 @@ class Interpreter:
             return a  # `pltpu.SemaphoreType.DMA(...) @ mesh`: placed on that mesh's cores
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
             return _const_binop(a.value, b.value, op)
-        if isinstance(op, ast.Add) and (isinstance(a, SeqOf) and isinstance(b, Seq)
-                                        or isinstance(a, Seq) and isinstance(b, SeqOf)):
+        if isinstance(op, ast.Add) and any(isinstance(v, Seq) and v.items and v.keys is None
+                                           for v in (a, b)) \
+                and any(isinstance(v, SeqOf) for v in (a, b)):
             # A known list and one of unknown length: the known items keep
             # their places at the front (or the back).
-            known, more = (a, b) if isinstance(a, Seq) else (b, a)
-            if known.keys is None and known.items:
-                elem = join_all(list(known.items) + [more.elem])
-                if elem is UNKNOWN:
-                    self.escape(more.elem)
-                return Partial(head=known.items, elem=elem) if known is a \
-                    else Partial(tail=known.items, elem=elem)
+            return self.concat(a, b)
         if isinstance(op, ast.Add) and (isinstance(a, SeqOf) or isinstance(b, SeqOf)) \
                 and all(isinstance(v, SeqOf) or (isinstance(v, Seq) and v.keys is None)
                         for v in (a, b)):
@@ -2011,20 +2014,25 @@ def _builtin_tuple(args):
 
 
 def _concat_partial(a: Value, b: Value) -> Value:
-    """`xs + ys` where one side's length is unknown: the front of the left
-    and the back of the right are still known."""
+    """`xs + ys` (or `[*xs, *ys]`) where one side's length is unknown (a
+    Partial, or a SeqOf: nothing known but its items' kind): the front of
+    the left and the back of the right are still known."""
     def parts(v):
         if isinstance(v, Seq) and v.keys is None:
             return v.items, v.items, True
         if isinstance(v, Partial):
             return v.head, v.tail, False
+        if isinstance(v, SeqOf):
+            return (), (), False
         return None
     pa, pb = parts(a), parts(b)
     if pa is None or pb is None:
         return UNKNOWN
     head = pa[0] + pb[0] if pa[2] else pa[0]
     tail = pa[1] + pb[1] if pb[2] else pb[1]
-    elems = list(pa[0]) + list(pa[1]) + list(pb[0]) + list(pb[1])
+    # Items of the unknown part are like its `elem`, not like the known ones.
+    elems = list(pa[0]) + list(pa[1]) + list(pb[0]) + list(pb[1]) \
+        + [v.elem for v in (a, b) if isinstance(v, (Partial, SeqOf))]
     return Partial(head=tuple(head[:MAX_SEQ]), tail=tuple(tail[-MAX_SEQ:]),
                    elem=join_all(elems) if len(elems) <= 64 else UNKNOWN)
 
@@ -2049,11 +2057,10 @@ def _builtin_isinstance(args):
     if len(args) != 2 or args[1].node is None:
         return UNKNOWN
     cls = args[1].node
-    names = {e.id for e in (cls.elts if isinstance(cls, ast.Tuple) else [cls])
-             if isinstance(e, ast.Name)}
-    if not names or not names <= {"tuple", "list"} \
-            or len(names) != len(cls.elts if isinstance(cls, ast.Tuple) else [cls]):
+    elts = cls.elts if isinstance(cls, ast.Tuple) else [cls]
+    if not elts or not all(isinstance(e, ast.Name) and e.id in ("tuple", "list") for e in elts):
         return UNKNOWN
+    names = {e.id for e in elts}
     v = args[0].value
     if isinstance(v, (ShapeDtype, Ref, Array, Alloc, Spec, Descriptor)) or (
             isinstance(v, Const) and isinstance(v.value, (type(None), bool, int, float, str))):
@@ -2375,10 +2382,7 @@ def _straight_loop(node: ast.For, cache: dict) -> bool:
         stack = list(node.body)
         while stack:
             n = stack.pop()
-            if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)):
-                hit = False
-                break
-            if isinstance(n, (ast.Break, ast.Continue)):
+            if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)):
                 hit = False
                 break
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -2400,8 +2404,7 @@ def _required_args(func: Func) -> tuple[list, dict]:
     positional = list(a.posonlyargs) + list(a.args)
     bound = dict(func.bound_kwargs)
     rest = positional[len(func.bound_args):]
-    required = rest[:max(0, len(rest) - len(a.defaults))] if len(a.defaults) <= len(positional) \
-        else []
+    required = rest[:max(0, len(rest) - len(a.defaults))]  # defaults are the last ones
     args = []
     for p in required:
         if p.arg in bound:
