@@ -162,6 +162,12 @@ class AnalysisService:
         self._worker.submit(fn)
 
     def forget(self, uri: str) -> None:
+        """Analyse `uri` again next time. Its notices stay: they are keyed by
+        version and text, and a publish already under way for this version
+        reads them after this (dropping them made it publish an empty list)."""
+        self._cache.pop(uri, None)
+
+    def close(self, uri: str) -> None:
         self._cache.pop(uri, None)
         self._notices.pop(uri, None)
 

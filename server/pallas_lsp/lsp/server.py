@@ -724,7 +724,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     def did_close(ls: PallasLanguageServer, params: types.DidCloseTextDocumentParams):
         uri = params.text_document.uri
         ls.debouncer.cancel(uri)
-        ls.analyses.forget(uri)
+        ls.analyses.close(uri)
         cross = ls._cross.pop(uri, None)
         for other in ls.documents.uris():  # what it reported into other open files goes
             doc = ls.documents.get(other)
