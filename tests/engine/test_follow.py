@@ -995,3 +995,215 @@ def test_one_launch_site_runs_each_config_object_it_is_given():
     header = HEADER + "import dataclasses\n"
     assert codes(body, header) == []
     assert codes(body.replace("buf, sems.at[0])", "buf, sems)"), header) == ["PAL103"]
+
+
+# ---------------------------------------------------------------- unpacking by flags and pytrees
+
+
+def test_a_local_flag_of_the_launcher_keeps_scratch_and_unpacking_in_step():
+    # tokamax's fused MoE: `push = rows <= cap` (unknown) picks the semaphore
+    # list and, inside the kernel, which semaphores are unpacked.
+    body = f'''
+    def build(x, cap):
+        push = x.shape[0] <= cap
+
+        def kernel(*refs):
+            it = iter(refs)
+            x_hbm = next(it)
+            o_hbm = next(it)
+            buf = next(it)
+            if push:
+                recv_sem, send_sems = (next(it) for _ in range(2))
+                c = pltpu.make_async_copy(x_hbm, buf, recv_sem)
+            else:
+                commit_sems, send_sem, recv_sem = (next(it) for _ in range(3))
+                c = pltpu.make_async_copy(x_hbm, buf, commit_sems.at[0])
+            c.start()
+            c.wait()
+
+        sems = ([pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA((2,))] if push else
+                [pltpu.SemaphoreType.DMA((2,)), pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA])
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)] + sems)(x)
+    '''
+    assert _twin(body, "commit_sems.at[0])", "commit_sems)") == ([], ["PAL103"])
+    assert _twin(body, "buf, recv_sem)", "buf, send_sems)") == ([], ["PAL103"])
+
+
+def test_an_optional_next_leaves_the_iterator_at_one_of_two_places():
+    body = f'''
+    def kernel(*refs, extra):
+        it = iter(refs)
+        x_hbm = next(it)
+        o_hbm = next(it)
+        first = next(it) if extra else None
+        buf = next(it)
+        sems = next(it)
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, cfg):
+        return pl.pallas_call(functools.partial(kernel, extra=cfg.extra), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    # `buf` is one of the two VMEM buffers either way: a Ref.
+    assert _twin(body, "x_hbm, buf, sems", "x_hbm, buf[...], sems") == ([], ["PAL101"])
+
+
+def test_buffered_ref_operand_unpacked_into_names_of_refs():
+    # tokamax's overrides: `cache_ref, positions_ref = src_ref`, or
+    # `q_hbm = src_ref[0]`, with no annotation.
+    body = '''
+    class CosSin(pltpu.BufferedRef):
+        def copy_in(self, src_ref, grid_indices):
+            cache_ref, positions_ref, stride = src_ref
+            slot = self.current_copy_in_slot
+            pos = positions_ref[grid_indices[0]] * stride
+            pltpu.make_async_copy(cache_ref.at[pos], self.window_ref.at[slot],
+                                  self.sem_recvs.at[slot]).start()
+    '''
+    assert _twin(body, "cache_ref.at[pos]", "cache_ref[pos]") == ([], ["PAL101"])
+    by_index = body.replace("cache_ref, positions_ref, stride = src_ref",
+                            "cache_ref = src_ref[0]\n            positions_ref = src_ref[1]\n"
+                            "            stride = src_ref[2]")
+    assert _twin(by_index, "cache_ref.at[pos]", "cache_ref[pos]") == ([], ["PAL101"])
+    # `stride` is not named or used as a Ref: nothing is claimed about it.
+    assert codes(body.replace("* stride", "* stride[0]")) == []
+
+
+def test_pipeline_body_decorated_with_a_partial_of_emit_pipeline():
+    # The kernel function comes first in the file (it is run on its own
+    # before its launch is seen): its pipeline must still run when launched.
+    body = f'''
+    def kernel(x_hbm, o_hbm, sems):
+        @functools.partial(pltpu.emit_pipeline, grid=(4,),
+                           in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))], out_specs=[])
+        def body(x_blk, sem):
+            c = pltpu.make_async_copy(x_blk, o_hbm, sem.at[0])
+            c.start()
+            c.wait()
+
+        body(x_hbm, scratches=(sems,))
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "sem.at[0])", "sem)") == ([], ["PAL103"])
+
+
+def test_pipeline_specs_of_unknown_number_give_a_star_body_its_blocks():
+    body = f'''
+    def kernel(x_hbm, o_hbm, sem, *, n):
+        specs = tuple(pl.BlockSpec((8, 128), lambda i, s=s: (i, s)) for s in range(n))
+
+        def body(*refs):
+            blocks = refs[:n]
+            c = pltpu.make_async_copy(blocks[0], o_hbm, sem)
+            c.start()
+            c.wait()
+
+        pltpu.emit_pipeline(body, grid=(4,), in_specs=specs, out_specs=())(*([x_hbm] * n))
+
+    def launch(x, cfg):
+        return pl.pallas_call(functools.partial(kernel, n=cfg.n), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert _twin(body, "(blocks[0], o_hbm", "(blocks[0][...], o_hbm") == ([], ["PAL101"])
+
+
+def test_tree_leaves_of_a_dataclass_pytree_of_refs():
+    # tpu-inference's schedules: a registered dataclass of Refs (with static
+    # configuration fields) as output and scratch, copied leaf by leaf.
+    body = f'''
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Schedule:
+        cells: object
+        steps: object
+        size: int = dataclasses.field(metadata=dict(static=True))
+
+    def kernel(x_ref, out: Schedule, scratch: Schedule, sems):
+        for hbm, smem in zip(jax.tree_util.tree_leaves(out), jax.tree.leaves(scratch)):
+            c = pltpu.make_async_copy(smem, hbm, sems.at[0])
+            c.start()
+            c.wait()
+
+    def launch(x):
+        shapes = Schedule(cells=jax.ShapeDtypeStruct((64,), jnp.int32),
+                          steps=jax.ShapeDtypeStruct((8,), jnp.int32), size=64)
+        return pl.pallas_call(
+            kernel, out_shape=shapes, in_specs=[{ANY}],
+            out_specs=jax.tree.map(lambda _: pl.BlockSpec(memory_space=pltpu.ANY), shapes),
+            scratch_shapes=[jax.tree.map(lambda s: pltpu.SMEM(s.shape, s.dtype), shapes),
+                            pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "(smem, hbm,", "(smem[...], hbm,") == ([], ["PAL101"])
+    assert _twin(body, "sems.at[0])", "sems)") == ([], ["PAL103"])
+
+
+def test_pl_kernel_input_dataclass_arrives_as_a_dataclass_of_refs():
+    # maxtext's SparseCore kernels take `inputs: _Inputs` (a registered
+    # dataclass of arrays) and `scratch: _Scratch` (one of allocations).
+    body = '''
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Inputs:
+        rows: object
+        x: object
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Scratch:
+        buf: object
+        sem: object
+
+    def kernel(inputs: Inputs, out_ref, scratch: Scratch):
+        c = pltpu.make_async_copy(inputs.x.at[pl.ds(0, 8)], scratch.buf, scratch.sem.at[0])
+        c.start()
+        c.wait()
+
+    def launch(rows, x, mesh):
+        return pl.kernel(
+            kernel, out_type=jax.ShapeDtypeStruct((8, 128), jnp.float32), mesh=mesh,
+            scratch_types=(Scratch(buf=pltpu.VMEM((8, 128), jnp.float32),
+                                   sem=pltpu.SemaphoreType.DMA((2,))),),
+        )(Inputs(rows=rows, x=x))
+    '''
+    assert _twin(body, "inputs.x.at[pl.ds(0, 8)]", "inputs.x[pl.ds(0, 8)]") == ([], ["PAL101"])
+
+
+def test_star_pipeline_body_takes_its_scratches_from_the_back():
+    # maxtext: `def row_pipeline(*args)` over `tuple(specs) * 2` blocks, its
+    # scratches unpacked with `args[-3:]`.
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems, *, n):
+        specs = tuple(pl.BlockSpec((8, 128), lambda i, s=s: (i, s)) for s in range(n)) * 2
+
+        def body(*args):
+            blocks = args[:n]
+            stage, out_buf, sem = args[-3:]
+            c = pltpu.make_async_copy(stage, o_hbm, sem.at[0])
+            c.start()
+            c.wait()
+
+        pltpu.emit_pipeline(body, grid=(4,), in_specs=specs, out_specs=())(
+            *([x_hbm] * (2 * n)), scratches=(buf, buf, sems))
+
+    def launch(x, cfg):
+        return pl.pallas_call(functools.partial(kernel, n=cfg.n), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "(stage, o_hbm", "(stage[...], o_hbm") == ([], ["PAL101"])
+    assert _twin(body, "sem.at[0])", "sem)") == ([], ["PAL103"])

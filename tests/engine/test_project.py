@@ -133,6 +133,19 @@ def test_relative_and_module_imports(tmp_path):
     assert len(_analyse(tmp_path, "run.py").findings) == 5
 
 
+def test_module_of_a_namespace_package(tmp_path):
+    # `from ops.moe import helpers` where neither folder has an __init__.py
+    # (tokamax's routing_moe): the name is the user's module, not a library.
+    _write(tmp_path, {"ops/moe/helpers.py": HELPERS,
+                      "ops/moe/main.py": MAIN.format(imp="ops.moe.helpers").replace(
+                          "from ops.moe.helpers import copy_in, bump, fetch, Stager",
+                          "from ops.moe import helpers\n"
+                          "copy_in, bump, fetch, Stager = (helpers.copy_in, helpers.bump, "
+                          "helpers.fetch, helpers.Stager)")})
+    assert "from ops.moe import helpers" in (tmp_path / "ops/moe/main.py").read_text()
+    assert len(_analyse(tmp_path, "ops/moe/main.py").findings) == 5
+
+
 def test_launcher_in_another_module(tmp_path):
     _write(tmp_path, {"lib/__init__.py": "", "lib/launch.py": '''
         from jax.experimental import pallas as pl

@@ -14,7 +14,7 @@ from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, Bound, Choice, GridSpec, Instance, OperandDecl,
-                                      Partial, ShapeDtype, SliceVal, Spec)
+                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, join_all)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -56,7 +56,8 @@ class LoopDecorator(Decorator):
 
 @dataclass(frozen=True)
 class PartialApi(Decorator):
-    """functools.partial(<Pallas API>, ...): run_scoped, kernel, core_map."""
+    """functools.partial(<Pallas API>, ...) as a decorator: run_scoped,
+    kernel, core_map, pallas_call, emit_pipeline."""
 
     api: str = ""
     args: tuple = ()
@@ -73,6 +74,9 @@ class PartialApi(Decorator):
             return core_map(interp, func, list(self.args), kwargs, frame, node)
         if t == "pallas_call":
             return pallas_call(interp, [Arg(None, func)] + list(self.args), kwargs, node, frame)
+        if t == "emit_pipeline" and isinstance(func, Func):
+            # `@functools.partial(pltpu.emit_pipeline, grid=..., in_specs=...)`
+            return emit_pipeline(interp, [Arg(None, func)] + list(self.args), kwargs, node, frame)
         return func
 
 
@@ -378,8 +382,20 @@ def _leaves(v: Value) -> list[Value] | None:
                 return None
             out.extend(sub)
         return out
-    if v is UNKNOWN:
-        return None
+    if v is UNKNOWN or isinstance(v, (SeqOf, Partial)):
+        return None  # how many is not known
+    return [v]
+
+
+def _spec_kinds(v: Value) -> list[Value]:
+    """Every spec a pytree of unknown structure may hold (its known items,
+    and the one each unknown-length part repeats)."""
+    if isinstance(v, Seq):
+        return [k for item in v.items for k in _spec_kinds(item)]
+    if isinstance(v, SeqOf):
+        return _spec_kinds(v.elem)
+    if isinstance(v, Partial):
+        return [k for item in v.head + v.tail + (v.elem,) for k in _spec_kinds(item)]
     return [v]
 
 
@@ -420,6 +436,9 @@ def _scratch_value(v: Value, origin: str) -> Value:
 def _record(v: Value) -> bool:
     """An instance of the file's own dataclass / NamedTuple (a pytree node)."""
     return isinstance(v, Instance) and getattr(v.cls, "record", False)
+
+
+is_record = _record
 
 
 def _mapped_record(v: Instance, leaf) -> Instance:
@@ -718,13 +737,72 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
     if outputs is not None:  # then everything before the outputs is an input Ref
         n_in = len(args) - len(outputs) - len(scratch_pos or [])
         args = [Ref(origin=f"input #{i}", space=Space.UNKNOWN) for i in range(n_in)] + args[n_in:]
+        if n_in:
+            # The inputs' structure (a dataclass of arrays arrives as the same
+            # dataclass of Refs) is known when the result is called: run then.
+            kc = KernelCallable(launch=launch, func=func, args=tuple(args), n_in=n_in,
+                                scratch_kw=tuple(scratch_kw.items()), params=tuple(params))
+            interp.pending_kernels.append((kc, frame))
+            interp._kernel_frames[id(launch)] = frame
+            return kc
     _bind_and_run(interp, launch, func, args, scratch_kw, frame, params)
     return UNKNOWN
+
+
+@dataclass(frozen=True)
+class KernelCallable(Value):
+    """What `pl.kernel(body, ...)` returns when the body takes inputs: called
+    with the operands, it runs the body (inputs first, then the outputs and
+    scratch counted at the launch)."""
+
+    launch: object = None
+    func: Value = UNKNOWN
+    args: tuple = ()  # the body's positional values, inputs as plain Refs
+    n_in: int = 0
+    scratch_kw: tuple = ()
+    params: tuple = ()
+
+
+def run_pl_kernel(interp: Interpreter, kc: KernelCallable, operands: list[Value] | None,
+                  frame: Frame) -> Value:
+    """Run a pl.kernel body once; `operands` (the call's arguments, None when
+    it was never called) give the inputs their pytree structure."""
+    if id(kc.launch) in interp.kernels_done:
+        return UNKNOWN
+    interp.kernels_done.add(id(kc.launch))
+    args = list(kc.args)
+    if operands is not None and len(operands) == kc.n_in:
+        for i, operand in enumerate(operands):
+            if _record(operand):
+                args[i] = _input_tree(operand, f"input #{i}", 0)
+    _bind_and_run(interp, kc.launch, kc.func, args, dict(kc.scratch_kw), frame, list(kc.params))
+    return UNKNOWN
+
+
+def _input_tree(v: Value, origin: str, depth: int) -> Value:
+    """A kernel input as the body sees it: every array leaf of a dataclass
+    pytree is a Ref; static fields and None stay as they are."""
+    if isinstance(v, Const) and v.value is None:
+        return v
+    if _record(v) and depth < 4:
+        out = Instance(v.cls)
+        for k, x in v.attrs.items():
+            out.attrs[k] = x if k in v.cls.static else _input_tree(x, f"{origin}.{k}", depth + 1)
+        return out
+    if isinstance(v, Seq) and depth < 4:
+        return replace(v, items=tuple(_input_tree(x, f"{origin}[{i}]", depth + 1)
+                                      for i, x in enumerate(v.items)))
+    return Ref(origin=origin, space=Space.UNKNOWN)
 
 
 def _star():
     from pallas_lsp.engine.interp import STAR_UNKNOWN
     return STAR_UNKNOWN
+
+
+def _star_of(elem: Value):
+    from pallas_lsp.engine.interp import _StarUnknown
+    return _StarUnknown(elem=elem)
 
 
 def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str, Arg],
@@ -756,6 +834,7 @@ class PipelineCallable(Value):
     blocks: tuple | None = ()  # one Ref per in/out spec leaf; None: unknown
     node: object = None
     node_id: int = 0
+    block_elem: Value = UNKNOWN  # blocks None: what every block is, if that is known
 
 
 def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
@@ -767,18 +846,24 @@ def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
     if body is None or not isinstance(body.value, Func):
         return UNKNOWN
     refs: list[Value] | None = []
+    kinds: list[Value] = []  # every block the specs may give, when they cannot be counted
     for key in ("in_specs", "out_specs"):
         spec = kwargs.get(key)
         if spec is None:
             continue
-        leaves = _leaves(spec.value) if isinstance(spec.value, Seq) else [spec.value]
+        leaves = _leaves(spec.value) if isinstance(spec.value, (Seq, SeqOf, Partial)) \
+            else [spec.value]
         if leaves is None:
             refs = None
-            break
-        for i, s in enumerate(leaves):
-            refs.append(_block_ref(s, f"pipeline block ({key}[{i}])"))
+        for i, s in enumerate(leaves or _spec_kinds(spec.value)):
+            block = _block_ref(s, f"pipeline block ({key}[{i}])")
+            kinds.append(block)
+            if refs is not None:
+                refs.append(block)
+    elem = join_all(kinds) if refs is None and kinds else UNKNOWN
     pipe = PipelineCallable(body=body.value, blocks=tuple(refs) if refs is not None else None,
-                            node=node, node_id=hash((id(node), interp.variant)))
+                            node=node, node_id=hash((id(node), interp.variant)),
+                            block_elem=elem if isinstance(elem, Ref) else UNKNOWN)
     interp.pending_pipelines.append((pipe, frame))
     return pipe
 
@@ -798,16 +883,15 @@ def _block_ref(s: Value, origin: str) -> Value:
 
 def run_pipeline(interp: Interpreter, pipe: PipelineCallable, kwargs: dict[str, Arg] | None,
                  frame: Frame) -> Value:
-    if pipe.node_id in interp.kernels_done:
+    # Once per kernel: a pipeline seen while its kernel function ran on its
+    # own (no kernel) must still run when that function is launched.
+    key = (pipe.node_id, frame.kernel_id)
+    if key in interp.kernels_done:
         return Const(value=None)
-    interp.kernels_done.add(pipe.node_id)
+    interp.kernels_done.add(key)
     launch = _launch(interp, "emit_pipeline", pipe.node, pipe.body, interp.file_backend)
     if frame.kernel_id:
         launch.backend = interp.kernel_backend.get(frame.kernel_id, interp.file_backend)
-    if pipe.blocks is None:
-        launch.reason = "the pipeline's in_specs / out_specs cannot be counted"
-        interp.call_func(pipe.body, [], {}, frame, unknown_params=True, kernel=frame.kernel)
-        return Const(value=None)
     scratch = (kwargs or {}).get("scratches")
     tail: list[Value]
     if scratch is None and kwargs is not None:
@@ -816,7 +900,17 @@ def run_pipeline(interp: Interpreter, pipe: PipelineCallable, kwargs: dict[str, 
         tail = list(scratch.value.items)
     else:
         tail = [_star()]
+    blocks = pipe.blocks
+    if blocks is None:
+        # Specs of unknown number but one kind (`tuple(BlockSpec(...) for s
+        # in range(n))`): a `*refs` body still knows what each block is.
+        a = pipe.body.node.args
+        if pipe.block_elem is UNKNOWN or a.vararg is None or a.posonlyargs or a.args:
+            launch.reason = "the pipeline's in_specs / out_specs cannot be counted"
+            interp.call_func(pipe.body, [], {}, frame, unknown_params=True, kernel=frame.kernel)
+            return Const(value=None)
+        blocks = (_star_of(pipe.block_elem),)
     launch.bound = True
-    interp.call_func(pipe.body, list(pipe.blocks) + tail, {}, frame, kernel=True,
+    interp.call_func(pipe.body, list(blocks) + tail, {}, frame, kernel=True,
                      call_node=pipe.node)
     return Const(value=None)

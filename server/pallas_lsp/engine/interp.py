@@ -22,7 +22,7 @@ from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameIn
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
-                                      Imported, Instance, Iter, ModuleRef, Partial, SeqOf,
+                                      Imported, Instance, Iter, ModuleRef, iter_of, Partial, SeqOf,
                                       ShapeDtype, SliceVal, Spec, as_view, join, join_all)
 
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
@@ -147,6 +147,8 @@ class Interpreter:
         self._steps = 0
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
+        self.pending_kernels: list = []  # pl.kernel results with inputs (run when called)
+        self._kernel_frames: dict[int, Frame] = {}  # id(launch) -> where its pl.kernel was
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, tuple] = {}  # see same_kernel_run
         self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
@@ -163,6 +165,9 @@ class Interpreter:
         self.incomplete: str | None = None  # why the analysis stopped early, if it did
         self._property_frame: Frame | None = None  # where a property getter runs from
         self.variant: object = 0  # which launcher flag combination is running (0: none)
+        # id(Assign node) -> the truth value a local flag takes in this variant
+        # when the engine cannot compute it (see _local_flag_pins).
+        self.pins: dict[int, Value] = {}
 
     # ------------------------------------------------------------ driver
 
@@ -217,16 +222,19 @@ class Interpreter:
             for node in functions:
                 if not (_mentions(node, lines) or id(node) in self._builders):
                     continue
-                variants = _flag_variants(node)
+                variants = [(v, {}) for v in _flag_variants(node)]
+                variants += [({}, pins) for pins in _local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if variants else {}
-                for n, fixed in enumerate(variants, start=1):
+                for n, (fixed, pins) in enumerate(variants, start=1):
                     fixed = {**defaults, **fixed}
                     self.variant = (id(node), n)
+                    self.pins = pins
                     func = Func(node=node, scope=self.module_scope)
                     self._drive(func, fixed, frame)
                     self._flush_pending()
                     self._run_escaped(frame)
                 self.variant = 0
+                self.pins = {}
         except Budget:
             self.events.truncated.add(-1)  # every kernel
             self.incomplete = (f"the analysis stopped after {MAX_STEPS:,} steps (the file is very "
@@ -283,12 +291,17 @@ class Interpreter:
             # `dst_ref: tuple[jax.Ref, jax.Ref, Schedule]`: the items annotated
             # as Refs are Refs (where they live is not said: SMEM or HBM).
             refs = _ref_tuple_annotation(params[1].annotation)
-            if refs is not None:
-                operand = params[1].arg
-                fixed[operand] = Seq(items=tuple(
-                    Ref(origin=f"{operand}[{i}] (a pipelined operand)",
-                        root=f"{name}.{node.name}.{operand}[{i}]") if is_ref else UNKNOWN
-                    for i, is_ref in enumerate(refs)))
+            operand = params[1].arg
+            exact = refs is not None
+            if refs is None:
+                # No annotation that says: `a_ref, b_ref = src_ref` or
+                # `q_hbm = src_ref[0]`, and what the items are used as.
+                refs, exact = _unpacked_refs(node, operand)
+            if refs:
+                items = tuple(Ref(origin=f"{operand}[{i}] (a pipelined operand)",
+                                  root=f"{name}.{node.name}.{operand}[{i}]") if is_ref else UNKNOWN
+                              for i, is_ref in enumerate(refs))
+                fixed[operand] = Seq(items=items) if exact else Partial(head=items)
         return fixed
 
     def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
@@ -326,7 +339,10 @@ class Interpreter:
 
     def _flush_pending(self) -> None:
         """Kernels of pallas_calls that were never called with operands."""
-        while self.pending or self.pending_pipelines:
+        while self.pending or self.pending_pipelines or self.pending_kernels:
+            while self.pending_kernels:
+                kc, frame = self.pending_kernels.pop()
+                binding.run_pl_kernel(self, kc, None, frame)
             while self.pending:
                 pc, frame = self.pending.pop()
                 binding.run_kernel(self, pc, None, frame)
@@ -409,15 +425,21 @@ class Interpreter:
                     frame.scope.vars[alias.asname or alias.name] = Imported(path=target,
                                                                              name=alias.name)
             return
-        if node.level or not node.module:
-            for alias in node.names:
-                frame.scope.vars[alias.asname or alias.name] = UNKNOWN
-            return
         for alias in node.names:
             if alias.name == "*":
                 continue
-            frame.scope.vars[alias.asname or alias.name] = Api(
-                name=api.canonical(f"{node.module}.{alias.name}"))
+            # `from pkg import mod` where pkg is a namespace package (a folder
+            # without __init__.py): each name is a module of the user's.
+            sub = self._user_module(frame, f"{node.module}.{alias.name}" if node.module
+                                    else alias.name, node.level) \
+                if node.level or node.module else None
+            if sub is not None:
+                frame.scope.vars[alias.asname or alias.name] = ModuleRef(path=sub)
+            elif node.level or not node.module:
+                frame.scope.vars[alias.asname or alias.name] = UNKNOWN
+            else:
+                frame.scope.vars[alias.asname or alias.name] = Api(
+                    name=api.canonical(f"{node.module}.{alias.name}"))
 
     def _import_star(self, target: str, frame: Frame) -> None:
         mod = self.load_module(target)
@@ -512,11 +534,12 @@ class Interpreter:
         if node.keywords or not (plain or namedtuple) or (decorators and not record):
             frame.scope.vars[node.name] = UNKNOWN
             return
-        methods, fields, kinds, defaults = {}, [], {}, {}
+        methods, fields, kinds, defaults, static = {}, [], {}, {}, set()
         for parent in parents:  # single inheritance from classes of this file
             methods.update(parent.methods)
             kinds.update(parent.kinds)
             defaults.update(parent.defaults)
+            static |= parent.static
             fields.extend(f for f in parent.fields if f not in fields)
             record = record or parent.record
         for stmt in node.body:
@@ -533,12 +556,16 @@ class Interpreter:
                 # `q_token: Callable | None = None`: a field the call may
                 # leave out (then `schedule.q_token is None` decides branches).
                 if stmt.value is not None and (record or namedtuple):
+                    if _static_field(stmt.value):
+                        static.add(stmt.target.id)
+                        continue
                     v = self.eval(stmt.value, frame)
                     if isinstance(v, Const):
                         defaults[stmt.target.id] = v
         cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
         object.__setattr__(cls, "kinds", kinds)
         object.__setattr__(cls, "defaults", defaults)
+        object.__setattr__(cls, "static", frozenset(static))
         if buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:
@@ -621,6 +648,8 @@ class Interpreter:
 
     def stmt_Assign(self, node: ast.Assign, frame: Frame) -> None:
         value = self.eval(node.value, frame)
+        if self.pins and id(node) in self.pins and not isinstance(value, Const):
+            value = self.pins[id(node)]
         for target in node.targets:
             self.assign(target, value, frame, node.value)
 
@@ -1016,6 +1045,17 @@ class Interpreter:
                          dtype=base.dtype, sem=base.sem)
         index = self.eval(node.slice, frame)
         if isinstance(base, Partial):
+            if isinstance(node.slice, ast.Slice) and node.slice.step is None:
+                # `refs[-8:]` / `refs[:2]` within the known last / first items
+                lo = self.eval(node.slice.lower, frame) if node.slice.lower else None
+                hi = self.eval(node.slice.upper, frame) if node.slice.upper else None
+                k_lo = lo.value if isinstance(lo, Const) and type(lo.value) is int else None
+                k_hi = hi.value if isinstance(hi, Const) and type(hi.value) is int else None
+                if hi is None and k_lo is not None and -len(base.tail) <= k_lo < 0:
+                    return Seq(items=base.tail[k_lo:])
+                if lo is None and k_hi is not None and 0 <= k_hi <= len(base.head):
+                    return Seq(items=base.head[:k_hi])
+                return UNKNOWN
             if isinstance(index, Const) and isinstance(index.value, int) \
                     and not isinstance(index.value, bool):
                 i = index.value
@@ -1081,6 +1121,9 @@ class Interpreter:
                 and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64 \
                 and len(a.items) * b.value <= MAX_SEQ:
             return Seq(items=a.items * b.value)
+        if isinstance(op, ast.Mult) and isinstance(a, SeqOf) and (b is UNKNOWN or (
+                isinstance(b, Const) and type(b.value) is int)):
+            return a  # `specs * 2`: still a list of unknown length of the same items
         if isinstance(op, ast.Add) and isinstance(a, Seq) and isinstance(b, Seq) \
                 and a.keys is None and b.keys is None and len(a.items) + len(b.items) <= MAX_SEQ:
             return Seq(items=a.items + b.items)
@@ -1280,10 +1323,14 @@ class Interpreter:
                 and args and isinstance(node.args[0], ast.Name):
             it = frame.scope.lookup(node.args[0].id)
             if isinstance(it, Iter):
-                item, rest = self._popped(it.rest, [Arg(None, Const(value=0))]) \
-                    if isinstance(it.rest, (Seq, Partial)) else (UNKNOWN, UNKNOWN)
-                frame.scope.rebind(node.args[0].id, Iter(rest=rest))
-                return item
+                items, rests = [], []
+                for rest in it.rests():
+                    item, rest = self._popped(rest, [Arg(None, Const(value=0))]) \
+                        if isinstance(rest, (Seq, Partial)) else (UNKNOWN, UNKNOWN)
+                    items.append(item)
+                    rests.append(rest)
+                frame.scope.rebind(node.args[0].id, iter_of(rests))
+                return join_all(items)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
             receiver = node.func.value
             if isinstance(receiver, ast.Name):
@@ -1356,6 +1403,8 @@ class Interpreter:
                 v = self.eval(a.value, frame)
                 if isinstance(v, Seq):
                     args.extend(Arg(None, item) for item in v.items)
+                elif isinstance(v, SeqOf) and v.elem is not UNKNOWN:
+                    args.append(Arg(a, _StarUnknown(elem=v.elem)))
                 else:
                     args.append(Arg(a, _STAR_UNKNOWN))
                 continue
@@ -1378,7 +1427,7 @@ class Interpreter:
         if isinstance(it, Partial):
             return it.elem
         if isinstance(it, Iter):
-            return self.iter_item(it.rest)
+            return self.join_values([self.iter_item(r) for r in it.rests()])
         if isinstance(it, Seq):
             return self.join_values(list(it.items)) if it.items else UNKNOWN
         if isinstance(it, _Zip):
@@ -1413,6 +1462,11 @@ class Interpreter:
             return self.invoke_pallas_callable(func, args, frame)
         if isinstance(func, binding.PipelineCallable):
             return binding.run_pipeline(self, func, kwargs, frame)
+        if isinstance(func, binding.KernelCallable):
+            operands = None if any(isinstance(a.value, _StarUnknown) for a in args) \
+                else [a.value for a in args]
+            return binding.run_pl_kernel(self, func, operands, self._kernel_frames.get(
+                id(func.launch), frame))
         if isinstance(func, binding.ScopedFunc):
             return func.call(self, args, frame)
         if isinstance(func, binding.Decorator) and args:
@@ -1514,7 +1568,8 @@ class Interpreter:
         # Code in another file remembers the call here that led to it.
         site = None if mod is self.root else (frame.site or call_node or self._root_stmt)
         key = (id(node), in_kernel, kid, unknown_params, _args_key(args, kwargs),
-               id(func.scope), id(site) if site is not None else 0)
+               id(func.scope), id(site) if site is not None else 0,
+               tuple((k, v.value) for k, v in self.pins.items()) if self.pins else ())
         if key in self._memo:
             return self._memo[key]
         if key in self._active:  # recursion
@@ -1553,14 +1608,15 @@ class Interpreter:
         # Arguments after a `*args` of unknown length: positions unknown,
         # unless the signature fixes them (no defaults, no *args): then the
         # arguments after it are the last parameters, `f(*xs, out, buf)`.
-        star_at = next((i for i, v in enumerate(args) if v is _STAR_UNKNOWN), None)
+        star_at = next((i for i, v in enumerate(args) if isinstance(v, _StarUnknown)), None)
         star = star_at is not None
         from_back: dict[str, Value] = {}
         after: list[Value] = []
+        args_star = args[star_at] if star else None
         if star:
             after = args[star_at + 1:]
             args = args[:star_at]
-            if after and _STAR_UNKNOWN not in after and a.vararg is None and not a.defaults \
+            if after and not _has_star(after) and a.vararg is None and not a.defaults \
                     and not unknown_params and len(args) + len(after) <= len(positional) \
                     and not any(p.arg in kwargs for p in positional):
                 tail = positional[len(positional) - len(after):]
@@ -1587,9 +1643,15 @@ class Interpreter:
                 # `*refs` of unknown length: its first items are the known
                 # arguments before the unknown part, its last the ones after.
                 head = tuple(args[len(positional):star_at])
-                tail = tuple(after) if after and _STAR_UNKNOWN not in after else ()
-                values[a.vararg.arg] = Partial(head=head, tail=tail,
-                                               elem=join_all(list(head) + list(tail)))
+                tail = tuple(after) if after and not _has_star(after) else ()
+                middle = [v.elem for v in [args_star] + list(after)
+                          if isinstance(v, _StarUnknown) and v.elem is not UNKNOWN]
+                if middle and not head and not tail and len(middle) == len(after) + 1:
+                    # all of it is of one known kind (`*blocks` of computed specs)
+                    values[a.vararg.arg] = SeqOf(elem=join_all(middle))
+                else:
+                    values[a.vararg.arg] = Partial(
+                        head=head, tail=tail, elem=join_all(list(head) + list(tail) + middle))
             else:
                 values[a.vararg.arg] = UNKNOWN
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
@@ -1791,6 +1853,8 @@ class Interpreter:
             return new
         if name in _TREE_MAPS:
             return self.tree_map(args, frame, node)
+        if name in _TREE_LEAVES and args:
+            return tree_leaves(args[0].value)
         if name in ("lax.scan",):
             body = _pick(args, kwargs, 0, "f")
             init = _pick(args, kwargs, 1, "init")
@@ -1934,9 +1998,22 @@ class Interpreter:
             return self.call_func(fn, leaves, {}, frame)
 
         def leaf(v) -> bool:
-            return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None)
+            return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None) \
+                and not binding.is_record(v)
 
         def walk(first, rest, depth):
+            if binding.is_record(first) and depth < 4:
+                # A dataclass pytree: its data fields are mapped, its static
+                # fields (configuration) kept.
+                out = Instance(first.cls)
+                for k, item in first.attrs.items():
+                    if k in first.cls.static:
+                        out.attrs[k] = item
+                        continue
+                    others = [r.attrs.get(k, UNKNOWN) if isinstance(r, Instance) else UNKNOWN
+                              for r in rest]
+                    out.attrs[k] = walk(item, others, depth + 1)
+                return out
             if isinstance(first, Seq) and depth < 4:
                 items = []
                 for i, item in enumerate(first.items):
@@ -1955,7 +2032,8 @@ class Interpreter:
                 return first
             return call([first] + list(rest))
 
-        if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)):
+        if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
+                and not binding.is_record(trees[0]):
             for t in trees:
                 self.escape(t)
             return UNKNOWN
@@ -1964,19 +2042,85 @@ class Interpreter:
     def invoke_pallas_callable(self, pc, args: list[Arg], frame: Frame) -> Value:
         self.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
         binding.run_kernel(self, pc, len(args) if not any(
-            a.value is _STAR_UNKNOWN for a in args) else None, frame)
+            isinstance(a.value, _StarUnknown) for a in args) else None, frame)
         return UNKNOWN
 
 
 # ---------------------------------------------------------------- helpers
 
+def tree_leaves(v: Value, depth: int = 0) -> Value:
+    """`jax.tree.leaves(tree)`: the leaves in jax's order (lists and tuples
+    in order, dicts by sorted key, dataclass pytrees by field, static fields
+    and None left out). A Seq when the structure is known; SeqOf when only
+    the kind of the leaves is; else Unknown."""
+    if depth > 6:
+        return UNKNOWN
+    if isinstance(v, Const) and v.value is None:
+        return Seq(items=())
+    if isinstance(v, Seq):
+        items = v.items
+        if v.keys is not None:
+            try:
+                items = tuple(x for _, x in sorted(zip(v.keys, v.items), key=lambda kv: kv[0]))
+            except TypeError:
+                return UNKNOWN
+        parts = [tree_leaves(x, depth + 1) for x in items]
+    elif binding.is_record(v):
+        names = [f for f in v.cls.fields if f not in v.cls.static] \
+            or [k for k in v.attrs if k not in v.cls.static]
+        parts = [tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
+    elif isinstance(v, SeqOf):
+        inner = tree_leaves(v.elem, depth + 1)
+        elems = inner.items if isinstance(inner, Seq) else \
+            [inner.elem] if isinstance(inner, SeqOf) else []
+        known = join_all(elems) if elems else UNKNOWN
+        return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
+    elif isinstance(v, (Ref, Array, Descriptor)):
+        return Seq(items=(v,))
+    else:
+        return UNKNOWN
+    if all(isinstance(p, Seq) for p in parts):
+        return Seq(items=tuple(x for p in parts for x in p.items))
+    if any(p is UNKNOWN for p in parts):
+        return UNKNOWN
+    elems = [x for p in parts for x in (p.items if isinstance(p, Seq) else (p.elem,))]
+    known = join_all(elems)
+    return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
 
+
+def _static_field(value: ast.expr) -> bool:
+    """`dataclasses.field(metadata=dict(static=True))`, `field(static=True)`,
+    flax's `struct.field(pytree_node=False)`: not a pytree leaf."""
+    if not isinstance(value, ast.Call):
+        return False
+    for kw in ast.walk(value):
+        if isinstance(kw, ast.keyword) and kw.arg == "static" \
+                and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            return True
+        if isinstance(kw, ast.keyword) and kw.arg == "pytree_node" \
+                and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+            return True
+        if isinstance(kw, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "static"
+                                            and isinstance(x, ast.Constant) and x.value is True
+                                            for k, x in zip(kw.keys, kw.values)):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
 class _StarUnknown(Value):
-    """A `*args` whose length is not known."""
+    """A `*args` whose length is not known; `elem` is what each of its items
+    is, when that is known (`*blocks` of a pipeline's computed specs)."""
+
+    elem: Value = UNKNOWN
 
 
 _STAR_UNKNOWN = _StarUnknown()
 STAR_UNKNOWN = _STAR_UNKNOWN
+
+
+def _has_star(values) -> bool:
+    return any(isinstance(v, _StarUnknown) for v in values)
 
 
 @dataclass(frozen=True)
@@ -2009,7 +2153,7 @@ def _builtin_tuple(args):
     if args and isinstance(args[0].value, (Partial, SeqOf)):
         return args[0].value
     if args and isinstance(args[0].value, Iter):
-        return args[0].value.rest
+        return join_all(args[0].value.rests())
     return UNKNOWN
 
 
@@ -2169,6 +2313,42 @@ def _ref_tuple_annotation(ann: ast.expr | None) -> list[bool] | None:
 
 
 _REF_ATTRS = ("at", "shape", "dtype", "ndim", "reshape", "bitcast", "T")
+_REF_SUFFIXES = ("_ref", "_hbm", "_vmem", "_smem")
+
+
+def _unpacked_refs(func: ast.AST, operand: str) -> tuple[list[bool], bool]:
+    """Which items of a tuple operand are Refs, from how `func` takes it
+    apart: `a_ref, n = operand` (all of its items: exact) or
+    `q = operand[0]` (the first ones only). An item is a Ref when it is used
+    only as one (see _used_as_ref) and either has `.at[...]` taken or is
+    named like one (`*_ref`, `*_hbm`, ...); anything else stays unknown."""
+    slots: dict[int, str] = {}
+    exact = False
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(value, ast.Name) and value.id == operand \
+                and isinstance(target, (ast.Tuple, ast.List)) and not exact:
+            if not all(isinstance(e, ast.Name) for e in target.elts):
+                return [], False
+            slots = {i: e.id for i, e in enumerate(target.elts)}
+            exact = True
+        elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) \
+                and value.value.id == operand and isinstance(target, ast.Name) \
+                and isinstance(value.slice, ast.Constant) \
+                and isinstance(value.slice.value, int) and 0 <= value.slice.value < 16:
+            slots.setdefault(value.slice.value, target.id)
+    if not slots:
+        return [], False
+    dotted = {n.value.id for n in ast.walk(func) if isinstance(n, ast.Attribute)
+              and n.attr == "at" and isinstance(n.value, ast.Name)}
+    out = []
+    for i in range(max(slots) + 1):
+        item = slots.get(i)
+        out.append(item is not None and (item in dotted or item.endswith(_REF_SUFFIXES))
+                   and _used_as_ref(func, item))
+    return (out, exact) if any(out) else ([], False)
 
 
 def _is_buffered_ref(value: Value) -> bool:
@@ -2275,7 +2455,7 @@ def _wrong_arity(node, args: list, kwargs: dict) -> bool:
     """Too many positional arguments, or a keyword the function does not take."""
     a = node.args
     positional = list(a.posonlyargs) + list(a.args)
-    if a.vararg is None and _STAR_UNKNOWN not in args and len(args) > len(positional):
+    if a.vararg is None and not _has_star(args) and len(args) > len(positional):
         return True
     if a.kwarg is None and kwargs:
         names = {p.arg for p in a.args} | {p.arg for p in a.kwonlyargs}
@@ -2292,6 +2472,8 @@ _EXPR = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
 
 _NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.experimental.mutable_array",
             "jax._src.core.mutable_array"}
+_TREE_LEAVES = ("jax.tree.leaves", "jax.tree_util.tree_leaves", "tree_util.tree_leaves",
+                "tree.leaves", "jax._src.tree_util.tree_leaves")
 _TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map",
               "jax._src.tree_util.tree_map")
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
@@ -2346,6 +2528,62 @@ def _flag_variants(func: ast.AST) -> list[dict]:
     out = [{name: Const(value=d) for name, d in flags}]
     for name, d in flags[:MAX_VARIANTS - 1]:
         out.append({**out[0], name: Const(value=not d)})
+    return out
+
+
+MAX_LOCAL_FLAGS = 2
+
+
+def _local_flag_pins(func: ast.AST) -> list[dict]:
+    """Variants for a launcher's local flags: a name assigned once in its
+    body from something the engine may not compute (`push = rows <= cap`),
+    used only as a truth value, both in the launcher (where it shapes a
+    scratch or spec list) and in a kernel defined inside it (where it decides
+    which refs are unpacked). Analysed with the flag unknown, the list and
+    the unpacking disagree and everything after it is lost; pinned to True,
+    then False, both halves follow the same branch. Each pin maps the id of
+    the assignment to the value it takes when it is not a known constant."""
+    assigned: dict[str, list] = {}
+    own_tests: set[str] = set()
+    nested: list[ast.AST] = []
+    stack = list(func.body)
+    while stack:  # the launcher's own statements, nested defs aside
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            nested.append(node)
+            continue
+        if isinstance(node, ast.ClassDef):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            assigned.setdefault(node.targets[0].id, []).append(node)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            for sub in ast.walk(node.target if hasattr(node, "target") else node):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    assigned.setdefault(sub.id, []).append(None)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Name):
+                        assigned.setdefault(sub.id, []).append(None)
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and isinstance(node.test, ast.Name):
+            own_tests.add(node.test.id)
+        stack.extend(ast.iter_child_nodes(node))
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    candidates = {name: nodes[0] for name, nodes in assigned.items()
+                  if len(nodes) == 1 and nodes[0] is not None and name in own_tests
+                  and name not in params
+                  and not isinstance(nodes[0].value, (ast.Constant, ast.Name, ast.Call))}
+    if not candidates or not nested:
+        return []
+    in_kernel = set()
+    for fn in nested:
+        in_kernel |= _tested_names(fn) & candidates.keys()
+    flags = [name for name in candidates if name in in_kernel and name in _tested_names(func)]
+    out = []
+    for name in flags[:MAX_LOCAL_FLAGS]:
+        node = candidates[name]
+        out += [{id(node): Const(value=True)}, {id(node): Const(value=False)}]
     return out
 
 

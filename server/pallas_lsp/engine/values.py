@@ -121,9 +121,28 @@ class Partial(Value):
 
 @dataclass(frozen=True)
 class Iter(Value):
-    """`iter(xs)`: what is left to read. `next(it)` rebinds the name."""
+    """`iter(xs)`: what is left to read. `next(it)` rebinds the name.
+
+    `others` are further possible rests: after `a = next(it) if flag else
+    None` with an undecided flag the iterator is at one of two places, and
+    the next read is one of two items (joined), not Unknown."""
 
     rest: Value = UNKNOWN
+    others: tuple = ()
+
+    def rests(self) -> tuple:
+        return (self.rest,) + self.others
+
+
+MAX_ITER_PLACES = 16  # places an iterator may be at before it is just Unknown
+
+
+def iter_of(rests) -> "Iter":
+    """An iterator at any of `rests` (duplicates dropped)."""
+    rests = tuple(dict.fromkeys(rests))
+    if len(rests) > MAX_ITER_PLACES:
+        return Iter(rest=UNKNOWN)
+    return Iter(rest=rests[0], others=rests[1:])
 
 
 @dataclass(frozen=True)
@@ -240,7 +259,7 @@ def join(a: Value, b: Value) -> Value:
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
     if isinstance(a, Iter) and isinstance(b, Iter):
-        return Iter(rest=join(a.rest, b.rest))
+        return iter_of(a.rests() + b.rests())
     if isinstance(a, Instance) and isinstance(b, Instance) and a.cls is b.cls \
             and getattr(a.cls, "record", False):
         # Two versions of a dataclass / NamedTuple value (`dataclasses.replace`
@@ -332,6 +351,7 @@ class ClassVal(Value):
         object.__setattr__(self, "record", record)  # fields come from the call's arguments
         object.__setattr__(self, "kinds", {})  # method name -> method | static | class | property
         object.__setattr__(self, "defaults", {})  # record field -> its literal default
+        object.__setattr__(self, "static", frozenset())  # fields that are not pytree leaves
 
     __hash__ = object.__hash__
 
