@@ -1147,6 +1147,8 @@ def test_tree_leaves_of_a_dataclass_pytree_of_refs():
     '''
     assert _twin(body, "(smem, hbm,", "(smem[...], hbm,") == ([], ["PAL101"])
     assert _twin(body, "sems.at[0])", "sems)") == ([], ["PAL103"])
+    flattened = body.replace("jax.tree.leaves(scratch)", "jax.tree_util.tree_flatten(scratch)[0]")
+    assert _twin(flattened, "(smem, hbm,", "(smem[...], hbm,") == ([], ["PAL101"])
 
 
 def test_pl_kernel_input_dataclass_arrives_as_a_dataclass_of_refs():

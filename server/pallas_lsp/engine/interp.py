@@ -1855,6 +1855,8 @@ class Interpreter:
             return self.tree_map(args, frame, node)
         if name in _TREE_LEAVES and args:
             return tree_leaves(args[0].value)
+        if name in _TREE_FLATTENS and args:
+            return Seq(items=(tree_leaves(args[0].value), UNKNOWN))  # (leaves, treedef)
         if name in ("lax.scan",):
             body = _pick(args, kwargs, 0, "f")
             init = _pick(args, kwargs, 1, "init")
@@ -2474,6 +2476,8 @@ _NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.experimental.mutable_ar
             "jax._src.core.mutable_array"}
 _TREE_LEAVES = ("jax.tree.leaves", "jax.tree_util.tree_leaves", "tree_util.tree_leaves",
                 "tree.leaves", "jax._src.tree_util.tree_leaves")
+_TREE_FLATTENS = ("jax.tree.flatten", "jax.tree_util.tree_flatten", "tree_util.tree_flatten",
+                  "tree.flatten", "jax._src.tree_util.tree_flatten")
 _TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map",
               "jax._src.tree_util.tree_map")
 _LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
@@ -2536,54 +2540,73 @@ MAX_LOCAL_FLAGS = 2
 
 def _local_flag_pins(func: ast.AST) -> list[dict]:
     """Variants for a launcher's local flags: a name assigned once in its
-    body from something the engine may not compute (`push = rows <= cap`),
+    body from a comparison or boolean expression (`push = rows <= cap`),
     used only as a truth value, both in the launcher (where it shapes a
     scratch or spec list) and in a kernel defined inside it (where it decides
     which refs are unpacked). Analysed with the flag unknown, the list and
     the unpacking disagree and everything after it is lost; pinned to True,
     then False, both halves follow the same branch. Each pin maps the id of
     the assignment to the value it takes when it is not a known constant."""
+    # Statements only (cheap): the candidates and the nested defs.
     assigned: dict[str, list] = {}
-    own_tests: set[str] = set()
     nested: list[ast.AST] = []
     stack = list(func.body)
-    while stack:  # the launcher's own statements, nested defs aside
+    while stack:
         node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             nested.append(node)
             continue
         if isinstance(node, ast.ClassDef):
             continue
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            assigned.setdefault(node.targets[0].id, []).append(node)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
-            for sub in ast.walk(node.target if hasattr(node, "target") else node):
-                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                    assigned.setdefault(sub.id, []).append(None)
-        elif isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign):
             for t in node.targets:
-                for sub in ast.walk(t):
-                    if isinstance(sub, ast.Name):
-                        assigned.setdefault(sub.id, []).append(None)
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and isinstance(node.test, ast.Name):
-            own_tests.add(node.test.id)
-        stack.extend(ast.iter_child_nodes(node))
-    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(
+                        node if len(node.targets) == 1 and isinstance(
+                            node.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None)
+                else:
+                    for sub in ast.walk(t):
+                        if isinstance(sub, ast.Name):
+                            assigned.setdefault(sub.id, []).append(None)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            for sub in ast.walk(node.target):
+                if isinstance(sub, ast.Name):
+                    assigned.setdefault(sub.id, []).append(None)
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(node, name, None) or ())
     candidates = {name: nodes[0] for name, nodes in assigned.items()
-                  if len(nodes) == 1 and nodes[0] is not None and name in own_tests
-                  and name not in params
-                  and not isinstance(nodes[0].value, (ast.Constant, ast.Name, ast.Call))}
+                  if len(nodes) == 1 and nodes[0] is not None}
     if not candidates or not nested:
         return []
-    in_kernel = set()
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    candidates = {n: v for n, v in candidates.items() if n not in params}
+    in_kernel: set[str] = set()
     for fn in nested:
         in_kernel |= _tested_names(fn) & candidates.keys()
-    flags = [name for name in candidates if name in in_kernel and name in _tested_names(func)]
+    if not in_kernel:
+        return []
+    tested_here = _tested_names(func)  # pure truth values across the launcher
+    own = _own_tests(func)  # ... tested in the launcher's own code too
     out = []
-    for name in flags[:MAX_LOCAL_FLAGS]:
+    for name in [n for n in candidates if n in in_kernel and n in tested_here and n in own]:
         node = candidates[name]
         out += [{id(node): Const(value=True)}, {id(node): Const(value=False)}]
+        if len(out) >= 2 * MAX_LOCAL_FLAGS:
+            break
+    return out
+
+
+def _own_tests(func: ast.AST) -> set[str]:
+    """Names tested (if / ternary / while) in `func` outside its nested defs."""
+    out: set[str] = set()
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and isinstance(node.test, ast.Name):
+            out.add(node.test.id)
+        stack.extend(ast.iter_child_nodes(node))
     return out
 
 
