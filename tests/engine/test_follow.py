@@ -1073,6 +1073,16 @@ def test_buffered_ref_operand_unpacked_into_names_of_refs():
     assert _twin(by_index, "cache_ref.at[pos]", "cache_ref[pos]") == ([], ["PAL101"])
     # `stride` is not named or used as a Ref: nothing is claimed about it.
     assert codes(body.replace("* stride", "* stride[0]")) == []
+    # Unpacked with another length in another branch (per mode): each is right.
+    two_ways = body.replace(
+        "            cache_ref, positions_ref, stride = src_ref\n",
+        "            if self.mode:\n"
+        "                cache_ref, positions_ref, stride = src_ref\n"
+        "            else:\n"
+        "                cache_ref, positions_ref = src_ref\n"
+        "                stride = 1\n")
+    assert two_ways != body
+    assert _twin(two_ways, "cache_ref.at[pos]", "cache_ref[pos]") == ([], ["PAL101"])
 
 
 def test_pipeline_body_decorated_with_a_partial_of_emit_pipeline():
@@ -1209,3 +1219,44 @@ def test_star_pipeline_body_takes_its_scratches_from_the_back():
     '''
     assert _twin(body, "(stage, o_hbm", "(stage[...], o_hbm") == ([], ["PAL101"])
     assert _twin(body, "sem.at[0])", "sem)") == ([], ["PAL103"])
+
+
+def test_scratch_dict_binds_positional_parameters_by_name():
+    # tpu-inference's GDN: `scratch_shapes=cfg.get_scratch_shape_dict()` whose
+    # keys name the kernel's last positional parameters.
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=dict(buf=pltpu.VMEM((8, 128), jnp.float32),
+                                                  sems=pltpu.SemaphoreType.DMA((2,))))(x)
+    '''
+    assert _twin(body, "sems.at[0])", "sems)") == ([], ["PAL103"])
+
+
+def test_pipeline_body_gets_one_argument_per_top_level_spec():
+    # A nested spec item arrives as a tuple of blocks (jax maps the spec
+    # pytree per operand), and an unknown item is one argument too.
+    body = f'''
+    def kernel(x_hbm, y_hbm, o_hbm, sem, *, spec_of):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+
+        def body(pair, other, sem):
+            a, b = pair
+            c = pltpu.make_async_copy(a, o_hbm, sem)
+            c.start()
+            c.wait()
+
+        pltpu.emit_pipeline(body, grid=(4,), in_specs=[(spec, spec), spec_of(spec)],
+                            out_specs=())((x_hbm, y_hbm), x_hbm, scratches=(sem,))
+
+    def launch(x, y, f):
+        return pl.pallas_call(functools.partial(kernel, spec_of=f), out_shape={OUT},
+                              in_specs=[{ANY}, {ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.SemaphoreType.DMA])(x, y)
+    '''
+    assert _twin(body, "(a, o_hbm", "(a[...], o_hbm") == ([], ["PAL101"])

@@ -591,6 +591,7 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         launch.reason = "the kernel is not a function the engine can see"
         return
     params, has_vararg = positional
+    params = [p for p in params if p not in scratch_kw]  # a dict's entries arrive as keywords
     segments = [prefetch, inputs, outputs, scratch_pos]
     if isinstance(sv, Partial) and sv.head:
         # ... and so are its first ones (`[a, b] + ([c] if flag else [])`).
@@ -851,12 +852,15 @@ def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
         spec = kwargs.get(key)
         if spec is None:
             continue
-        leaves = _leaves(spec.value) if isinstance(spec.value, (Seq, SeqOf, Partial)) \
-            else [spec.value]
-        if leaves is None:
+        # One body argument per top-level spec (jax normalises a single spec
+        # to a tuple of one); a nested item gives a pytree of blocks.
+        v = spec.value
+        items = list(v.items) if isinstance(v, Seq) and v.keys is None else \
+            None if isinstance(v, (SeqOf, Partial)) or (isinstance(v, Seq) and v.keys) else [v]
+        if items is None:
             refs = None
-        for i, s in enumerate(leaves or _spec_kinds(spec.value)):
-            block = _block_ref(s, f"pipeline block ({key}[{i}])")
+        for i, s in enumerate(items if items is not None else _spec_kinds(v)):
+            block = _block_tree(s, f"pipeline block ({key}[{i}])", 0)
             kinds.append(block)
             if refs is not None:
                 refs.append(block)
@@ -866,6 +870,16 @@ def emit_pipeline(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                             block_elem=elem if isinstance(elem, Ref) else UNKNOWN)
     interp.pending_pipelines.append((pipe, frame))
     return pipe
+
+
+def _block_tree(s: Value, origin: str, depth: int) -> Value:
+    """The block(s) a pipeline body gets for one spec pytree."""
+    if isinstance(s, Seq) and s.keys is None and depth < 4:
+        return replace(s, items=tuple(_block_tree(x, f"{origin}[{i}]", depth + 1)
+                                      for i, x in enumerate(s.items)))
+    if _record(s) and depth < 4:
+        return _mapped_record(s, lambda x, k: _block_tree(x, f"{origin}.{k}", depth + 1))
+    return _block_ref(s, origin)
 
 
 def _block_ref(s: Value, origin: str) -> Value:

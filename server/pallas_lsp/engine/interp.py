@@ -2320,36 +2320,39 @@ _REF_SUFFIXES = ("_ref", "_hbm", "_vmem", "_smem")
 
 def _unpacked_refs(func: ast.AST, operand: str) -> tuple[list[bool], bool]:
     """Which items of a tuple operand are Refs, from how `func` takes it
-    apart: `a_ref, n = operand` (all of its items: exact) or
-    `q = operand[0]` (the first ones only). An item is a Ref when it is used
-    only as one (see _used_as_ref) and either has `.at[...]` taken or is
-    named like one (`*_ref`, `*_hbm`, ...); anything else stays unknown."""
-    slots: dict[int, str] = {}
-    exact = False
+    apart: `a_ref, n = operand` (all of its items: exact, when every such
+    unpacking has that length) or `q = operand[0]` (the first ones only). An
+    item is a Ref when every name it is bound to is used only as one (see
+    _used_as_ref) and either has `.at[...]` taken or is named like one
+    (`*_ref`, `*_hbm`, ...); anything else stays unknown."""
+    slots: dict[int, list[str]] = {}
+    lengths: set[int] = set()
     for node in ast.walk(func):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target, value = node.targets[0], node.value
         if isinstance(value, ast.Name) and value.id == operand \
-                and isinstance(target, (ast.Tuple, ast.List)) and not exact:
+                and isinstance(target, (ast.Tuple, ast.List)):
             if not all(isinstance(e, ast.Name) for e in target.elts):
                 return [], False
-            slots = {i: e.id for i, e in enumerate(target.elts)}
-            exact = True
+            lengths.add(len(target.elts))
+            for i, e in enumerate(target.elts):
+                slots.setdefault(i, []).append(e.id)
         elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) \
                 and value.value.id == operand and isinstance(target, ast.Name) \
                 and isinstance(value.slice, ast.Constant) \
-                and isinstance(value.slice.value, int) and 0 <= value.slice.value < 16:
-            slots.setdefault(value.slice.value, target.id)
+                and type(value.slice.value) is int and 0 <= value.slice.value < 16:
+            slots.setdefault(value.slice.value, []).append(target.id)
     if not slots:
         return [], False
     dotted = {n.value.id for n in ast.walk(func) if isinstance(n, ast.Attribute)
               and n.attr == "at" and isinstance(n.value, ast.Name)}
     out = []
     for i in range(max(slots) + 1):
-        item = slots.get(i)
-        out.append(item is not None and (item in dotted or item.endswith(_REF_SUFFIXES))
-                   and _used_as_ref(func, item))
+        names = slots.get(i, [])
+        out.append(bool(names) and all((n in dotted or n.endswith(_REF_SUFFIXES))
+                                       and _used_as_ref(func, n) for n in names))
+    exact = len(lengths) == 1 and max(slots) + 1 == next(iter(lengths))
     return (out, exact) if any(out) else ([], False)
 
 
