@@ -1260,3 +1260,34 @@ def test_pipeline_body_gets_one_argument_per_top_level_spec():
                               scratch_shapes=[pltpu.SemaphoreType.DMA])(x, y)
     '''
     assert _twin(body, "(a, o_hbm", "(a[...], o_hbm") == ([], ["PAL101"])
+
+
+def test_an_optional_operand_of_the_launcher_is_analysed_given_and_absent():
+    # `bias=None`: the defaults run has no bias; a variant passes one, so the
+    # spec list and the kernel's unpacking agree on both sides.
+    body = f'''
+    def kernel(*refs, has_bias):
+        if has_bias:
+            x_hbm, b_hbm, o_hbm, buf, sems = refs
+            c = pltpu.make_async_copy(b_hbm, buf, sems.at[1])
+            c.start()
+            c.wait()
+        else:
+            x_hbm, o_hbm, buf, sems = refs
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, bias=None):
+        operands, in_specs = [x], [{ANY}]
+        if bias is not None:
+            operands.append(bias)
+            in_specs.append({ANY})
+        return pl.pallas_call(
+            functools.partial(kernel, has_bias=bias is not None), out_shape={OUT},
+            in_specs=in_specs, out_specs={ANY},
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                            pltpu.SemaphoreType.DMA((2,))])(*operands)
+    '''
+    assert _twin(body, "sems.at[1])", "sems)") == ([], ["PAL103"])
+    assert _twin(body, "(x_hbm, buf, sems.at[0])", "(x_hbm, buf, sems)") == ([], ["PAL103"])

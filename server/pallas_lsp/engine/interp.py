@@ -21,8 +21,8 @@ from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameIn
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
-                                      Imported, Instance, Iter, ModuleRef, iter_of, Partial, SeqOf,
+from pallas_lsp.engine.values import (GIVEN, UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
+                                      Given, Imported, Instance, Iter, ModuleRef, iter_of, Partial, SeqOf,
                                       ShapeDtype, SliceVal, Spec, as_view, join, join_all)
 
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
@@ -223,6 +223,10 @@ class Interpreter:
                 if not (_mentions(node, lines) or id(node) in self._builders):
                     continue
                 variants = [(v, {}) for v in _flag_variants(node)]
+                optional = _optional_variants(node)
+                if optional and not variants:
+                    variants.append(({}, {}))  # the defaults: every optional argument None
+                variants += [(v, {}) for v in optional]
                 variants += [({}, pins) for pins in _local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if variants else {}
                 for n, (fixed, pins) in enumerate(variants, start=1):
@@ -2399,7 +2403,7 @@ def _is_none(v: Value) -> bool | None:
         return v.value is None
     if getattr(v, "nullable", False):
         return None
-    if isinstance(v, (Ref, Array, Descriptor, Seq, Func, Instance, ClassVal)):
+    if isinstance(v, (Ref, Array, Descriptor, Seq, Func, Instance, ClassVal, Given)):
         return False
     return None
 
@@ -2611,6 +2615,32 @@ def _own_tests(func: ast.AST) -> set[str]:
             out.add(node.test.id)
         stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+MAX_OPTIONAL = 2  # optional arguments of a launcher run given, one at a time
+
+
+def _optional_variants(func: ast.AST) -> list[dict]:
+    """Variants for a launcher's optional operands (`bias=None`, tested with
+    `bias is None` / `is not None`): each given alone (the defaults run has
+    them all None). Run with unknown arguments, `if bias is not None:`
+    joins a spec list with and without the operand, and the kernel that
+    unpacks it is lost."""
+    a = func.args
+    positional = list(a.posonlyargs) + list(a.args)
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
+        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    optional = [p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None]
+    if not optional:
+        return []
+    tested = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+                and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(node.left, ast.Name) and isinstance(node.comparators[0], ast.Constant) \
+                and node.comparators[0].value is None:
+            tested.add(node.left.id)
+    return [{name: GIVEN} for name in [n for n in optional if n in tested][:MAX_OPTIONAL]]
 
 
 def _tested_names(func: ast.AST) -> set[str]:

@@ -11,6 +11,18 @@ UNKNOWN = Unknown()
 
 
 @dataclass(frozen=True)
+class Given(Value):
+    """An optional argument that was passed (`bias=None` given an array): not
+    None, otherwise as unknown as Unknown. Launcher variants use it."""
+
+    def describe(self) -> str:
+        return "a value (not None)"
+
+
+GIVEN = Given(origin="an optional argument, given")
+
+
+@dataclass(frozen=True)
 class Spec(Value):
     """pl.BlockSpec(...): memory space and block shape (None dims squeezed)."""
 
