@@ -1291,3 +1291,48 @@ def test_an_optional_operand_of_the_launcher_is_analysed_given_and_absent():
     '''
     assert _twin(body, "sems.at[1])", "sems)") == ([], ["PAL103"])
     assert _twin(body, "(x_hbm, buf, sems.at[0])", "(x_hbm, buf, sems)") == ([], ["PAL103"])
+
+
+def test_match_statement_cases_are_branches():
+    # Each case is one branch (a known subject picks one): the copy made in
+    # one case and started after the match is started, not "unused".
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems, *, mode):
+        match mode:
+            case "a" | "b":
+                c = pltpu.make_async_copy(x_hbm, buf, sems.at[1])
+            case _:
+                c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, mode):
+        return pl.pallas_call(functools.partial(kernel, mode=mode), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "sems.at[1])", "sems)") == ([], ["PAL103"])
+    # A known subject runs its case only.
+    known = body.replace("mode=mode)", 'mode="c")')
+    assert _twin(known, "sems.at[1])", "sems)") == ([], [])
+    assert _twin(known, "sems.at[0])", "sems)") == ([], ["PAL103"])
+
+
+def test_an_instance_with_call_is_a_kernel():
+    body = f'''
+    class Kernel:
+        def __init__(self, slot):
+            self.slot = slot
+
+        def __call__(self, x_hbm, o_hbm, buf, sems):
+            c = pltpu.make_async_copy(x_hbm, buf, sems.at[self.slot])
+            c.start()
+            c.wait()
+
+    def launch(x):
+        return pl.pallas_call(Kernel(1), out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "sems.at[self.slot])", "sems)") == ([], ["PAL103"])

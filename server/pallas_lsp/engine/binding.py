@@ -328,9 +328,19 @@ class PallasCallable(Value):
         return "pallas_call"
 
 
+def callable_kernel(interp: Interpreter, kernel: Arg | None) -> Arg | None:
+    """An instance of the user's class with `__call__` is a kernel too: its
+    bound `__call__` (`pl.pallas_call(Kernel(cfg), ...)`)."""
+    if kernel is not None and isinstance(kernel.value, Instance):
+        method = interp.method_value(kernel.value.cls, "__call__", kernel.value)
+        if isinstance(method, Func):
+            return replace(kernel, value=method)
+    return kernel
+
+
 def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                 node: ast.Call, frame: Frame) -> Value:
-    kernel = args[0] if args else kwargs.get("kernel")
+    kernel = callable_kernel(interp, args[0] if args else kwargs.get("kernel"))
     out_shape = args[1] if len(args) > 1 else kwargs.get("out_shape")
     gs = kwargs.get("grid_spec")
     if gs is not None and isinstance(gs.value, GridSpec):

@@ -695,6 +695,43 @@ class Interpreter:
         frame.scope = saved
         saved.merge(a, b, self._lost)
 
+    def stmt_Match(self, node: ast.Match, frame: Frame) -> None:
+        """`match` as a chain of if / elif: a case that a known subject decides
+        runs alone; an undecided one is a branch next to the later cases."""
+        subject = self.eval(node.subject, frame)
+
+        def run(i: int) -> None:
+            if i == len(node.cases):
+                return
+            case = node.cases[i]
+            truth = _pattern_matches(case.pattern, subject)
+            if truth is not False and case.guard is not None:
+                guard = _truthiness(self.eval(case.guard, frame))
+                truth = False if guard is False else truth if guard is True else None
+            if truth is False:
+                run(i + 1)
+                return
+
+            def body():
+                for target in _pattern_names(case.pattern):
+                    frame.scope.vars[target] = subject if isinstance(
+                        case.pattern, ast.MatchAs) and case.pattern.pattern is None else UNKNOWN
+                self.exec_body(case.body, frame)
+
+            if truth is True:
+                body()
+                return
+            saved = frame.scope
+            a, b = saved.fork(), saved.fork()
+            frame.scope = a
+            body()
+            frame.scope = b
+            run(i + 1)
+            frame.scope = saved
+            saved.merge(a, b, self._lost)
+
+        run(0)
+
     def stmt_For(self, node: ast.For, frame: Frame) -> None:
         it = self.eval(node.iter, frame)
         # Launcher code that builds its specs in a loop over a few known
@@ -793,11 +830,6 @@ class Interpreter:
         pass
 
     stmt_Nonlocal = stmt_Global
-
-    def stmt_Match(self, node, frame: Frame) -> None:
-        self.eval(node.subject, frame)
-        for case in node.cases:
-            self.exec_body(case.body, frame)
 
     # ------------------------------------------------------------ assignment
 
@@ -1779,7 +1811,7 @@ class Interpreter:
         if t == "pallas_call":
             return binding.pallas_call(self, args, kwargs, node, frame)
         if t == "kernel":
-            body = _pick(args, kwargs, 0, "body")
+            body = binding.callable_kernel(self, _pick(args, kwargs, 0, "body"))
             if body is not None and isinstance(body.value, Seq) and body.value.items \
                     and all(isinstance(b, Func) for b in body.value.items):
                 # Several bodies (SparseCore: one per mesh), each bound alike.
@@ -2396,6 +2428,30 @@ def _truthiness(v: Value) -> bool | None:
         except Exception:
             return None
     return None
+
+
+def _pattern_matches(pattern: ast.pattern, subject: Value) -> bool | None:
+    """Does a `case` pattern match? None when the engine cannot tell."""
+    if isinstance(pattern, ast.MatchAs) and pattern.pattern is None:
+        return True  # `case _` / `case name`
+    known = isinstance(subject, Const) and isinstance(subject.value, _SIMPLE)
+    if isinstance(pattern, ast.MatchValue) and isinstance(pattern.value, ast.Constant):
+        if not known:
+            return None
+        return type(subject.value) is type(pattern.value.value) \
+            and subject.value == pattern.value.value
+    if isinstance(pattern, ast.MatchSingleton):
+        return subject.value is pattern.value if known else None
+    if isinstance(pattern, ast.MatchOr):
+        results = [_pattern_matches(p, subject) for p in pattern.patterns]
+        return True if True in results else False if all(r is False for r in results) else None
+    return None
+
+
+def _pattern_names(pattern: ast.pattern) -> list[str]:
+    return [n.name for n in ast.walk(pattern)
+            if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name] + \
+        [n.rest for n in ast.walk(pattern) if isinstance(n, ast.MatchMapping) and n.rest]
 
 
 def _is_none(v: Value) -> bool | None:
