@@ -1336,3 +1336,65 @@ def test_an_instance_with_call_is_a_kernel():
                                               pltpu.SemaphoreType.DMA((2,))])(x)
     '''
     assert _twin(body, "sems.at[self.slot])", "sems)") == ([], ["PAL103"])
+
+
+def test_lax_cond_branch_may_be_a_bound_start():
+    # `lax.cond(p, copy.start, lambda: None)`: the copy is started (it was
+    # reported as waited without a start).
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        jax.lax.cond(pl.program_id(0) == 0, c.start, lambda: None)
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              grid=(2,), scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                                         pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "sems.at[0])", "sems)") == ([], ["PAL103"])
+
+
+def test_descriptors_kept_in_a_dict():
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems):
+        copies = {{}}
+        for k in range(2):
+            copies[k] = pltpu.make_async_copy(x_hbm, buf, sems.at[k])
+        for k in range(2):
+            copies[k].start()
+        for k in range(2):
+            copies[k].wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "sems.at[k])", "sems)") == ([], ["PAL103"])
+
+
+def test_method_of_a_class_never_instantiated_here_launches_its_kernel():
+    # `pl.pallas_call(self._kernel, ...)` in a method: run on its own, the
+    # method gets an instance of its class, so `self._kernel` is known.
+    body = f'''
+    class Op:
+        def __init__(self, slot):
+            self.slot = slot
+
+        def _kernel(self, x_hbm, o_hbm, buf, sems):
+            parts = getattr(self, "_parts")(buf, sems)
+            c = pltpu.make_async_copy(x_hbm, parts[0], parts[1].at[0])
+            c.start()
+            c.wait()
+
+        def _parts(self, buf, sems):
+            return buf, sems
+
+        def __call__(self, x):
+            return pl.pallas_call(self._kernel, out_shape={OUT}, in_specs=[{ANY}],
+                                  out_specs={ANY},
+                                  scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                                  pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "parts[1].at[0])", "parts[1])") == ([], ["PAL103"])

@@ -139,6 +139,7 @@ class Interpreter:
         self._entered: set[int] = set()  # function nodes already run at least once
         self._closures: dict[int, Func] = {}  # nested def node -> Func in its first closure
         self._buffered_methods: dict[int, ClassVal] = {}  # BufferedRef override -> its class
+        self._method_class: dict[int, ClassVal] = {}  # other methods -> their class
         self._unknown_run: set[int] = set()  # ... and those run with unknown arguments
         # Defs run on their own that returned a function or launched a kernel
         # through a callee: their flag variants are run too.
@@ -199,7 +200,7 @@ class Interpreter:
                         self.call_func(func, [], hooked, frame, unknown_params=True, kernel=True)
                     else:
                         launched = len(self.events.launches)
-                        self._drive(func, {}, frame)
+                        self._drive(func, self._method_self(node), frame)
                         if len(self.events.launches) > launched:
                             self._builders.add(id(node))  # launches through its callees
                     self._flush_pending()
@@ -264,6 +265,15 @@ class Interpreter:
             self._kernel_runs_by_args[key] = (self._kernel_count + 1, values)
             return None
         return earlier[0]
+
+    def _method_self(self, node) -> dict:
+        """`self` for a method run on its own: an instance of its class whose
+        attributes are unknown, so that `self._kernel` is the method."""
+        cls = self._method_class.get(id(node))
+        params = node.args.posonlyargs + node.args.args
+        if cls is None or not params:
+            return {}
+        return {params[0].arg: Instance(cls)}
 
     def _buffered_self(self, node) -> dict:
         """`self` for a BufferedRef override run on its own: what jax's
@@ -576,6 +586,10 @@ class Interpreter:
                 if isinstance(stmt, ast.FunctionDef) and stmt.name in _BUFFERED_HOOKS \
                         and kinds.get(stmt.name) == "method":
                     self._buffered_methods[id(stmt)] = cls
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef) and kinds.get(stmt.name) == "method" \
+                    and id(stmt) not in self._buffered_methods:
+                self._method_class[id(stmt)] = cls
         frame.scope.vars[node.name] = cls
 
     def _default_values(self, func: ast.AST, frame: Frame) -> dict:
@@ -903,11 +917,17 @@ class Interpreter:
 
     def store_subscript(self, target: ast.Subscript, base: Value, value: Value, value_node,
                         frame: Frame) -> None:
-        self.eval_index(target.slice, frame)
+        index = self.eval_index(target.slice, frame)
         if isinstance(base, Ref) and (frame.kernel or self._kernel_id):
             self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site,
                 kind="swap", node=target, ref=Arg(target.value, base),
                 value=Arg(value_node, value)))
+        elif isinstance(target.value, ast.Name) and isinstance(base, (Seq, SeqOf)) \
+                and isinstance(value, (Descriptor, Ref, Array, Seq)):
+            # `copies[k] = make_async_copy(...)`: the list or dict is a value
+            # here, so rebind the name to the updated one.
+            frame.scope.rebind(target.value.id, _stored(
+                base, index[0] if len(index) == 1 else UNKNOWN, value))
         else:
             self.escape(value)
 
@@ -1508,6 +1528,21 @@ class Interpreter:
         if isinstance(func, binding.Decorator) and args:
             return func.apply(self, args[0].value, node, frame)
         name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name == "getattr" and func is UNKNOWN and len(args) in (2, 3) \
+                and isinstance(args[1].value, Const) and isinstance(args[1].value.value, str) \
+                and isinstance(args[0].value, (Instance, ModuleRef)):
+            # `getattr(obj, "name")`: as `obj.name` (an attribute the engine
+            # has not seen may still exist: unknown, not the default)
+            obj, attr = args[0].value, args[1].value.value
+            if isinstance(obj, ModuleRef):
+                return self.module_attr(obj, attr)
+            if attr in obj.attrs:
+                return obj.attrs[attr]
+            self._property_frame = frame
+            method = self.method_value(obj.cls, attr, obj)
+            if method is not None:
+                return method
+            return UNKNOWN
         if name == "dict" and func is UNKNOWN and not args:
             return Seq(items=tuple(a.value for a in kwargs.values()), keys=tuple(kwargs))
         if name in _BUILTINS and func is UNKNOWN:
@@ -1911,18 +1946,18 @@ class Interpreter:
                 return self.call_func(body.value, [init.value if init else UNKNOWN], {}, frame)
             return UNKNOWN
         if name in ("lax.cond",):
-            branches = [a.value for a in args[1:3]]
-            operands = [a.value for a in args[3:]]
-            results = [self.call_func(b, operands, {}, frame) for b in branches
-                       if isinstance(b, Func)]
+            # Any callable branch: a function, or a bound `copy.start`.
+            operands = args[3:]
+            results = [self.call(a.value, operands, {}, node, frame) for a in args[1:3]]
             return join_all(results) if results else UNKNOWN
         if name in ("lax.switch",):
             br = args[1].value if len(args) > 1 else UNKNOWN
-            operands = [a.value for a in args[2:]]
+            operands = args[2:]
             if isinstance(br, Seq):
-                results = [self.call_func(b, operands, {}, frame) for b in br.items
-                           if isinstance(b, Func)]
+                results = [self.call(b, operands, {}, node, frame) for b in br.items]
                 return join_all(results) if results else UNKNOWN
+            for a in args:
+                self.escape(a.value)
             return UNKNOWN
         hint = backend.of_api(name)
         if hint is not None and hint != backend.TPU:
@@ -2428,6 +2463,23 @@ def _truthiness(v: Value) -> bool | None:
         except Exception:
             return None
     return None
+
+
+def _stored(base: Value, index: Value, value: Value) -> Value:
+    """`base[index] = value` for a list or dict the engine holds."""
+    key = index.value if isinstance(index, Const) and isinstance(index.value, _SIMPLE) else None
+    if isinstance(base, Seq) and key is not None:
+        if base.keys is not None:
+            if key in base.keys:
+                i = base.keys.index(key)
+                return Seq(items=base.items[:i] + (value,) + base.items[i + 1:], keys=base.keys)
+            return Seq(items=base.items + (value,), keys=base.keys + (key,))
+        if type(key) is int and -len(base.items) <= key < len(base.items):
+            i = key % len(base.items)
+            return Seq(items=base.items[:i] + (value,) + base.items[i + 1:])
+    # An unknown key: the items are all like the ones seen, and this one.
+    old = [base.elem] if isinstance(base, SeqOf) else list(base.items)
+    return SeqOf(elem=join_all(old + [value]))
 
 
 def _pattern_matches(pattern: ast.pattern, subject: Value) -> bool | None:

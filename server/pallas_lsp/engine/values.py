@@ -322,7 +322,9 @@ def _options(v: Value) -> tuple:
 
 
 def _listlike(v: Value) -> bool:
-    return (isinstance(v, Seq) and v.keys is None) or isinstance(v, SeqOf)
+    # An empty dict too: `d = {}` then `d[k] = ...` with keys the engine
+    # cannot tell is a collection of like values (SeqOf).
+    return (isinstance(v, Seq) and (v.keys is None or not v.items)) or isinstance(v, SeqOf)
 
 
 def _elems(v: Value) -> list:
