@@ -1398,3 +1398,25 @@ def test_method_of_a_class_never_instantiated_here_launches_its_kernel():
                                                   pltpu.SemaphoreType.DMA((2,))])(x)
     '''
     assert _twin(body, "parts[1].at[0])", "parts[1])") == ([], ["PAL103"])
+
+
+def test_refs_named_with_dict_of_zip_and_a_classmethod_launcher():
+    body = f'''
+    NAMES = ("x", "o", "buf", "sems")
+
+    class Op:
+        @staticmethod
+        def _kernel(*refs):
+            r = dict(zip(NAMES, refs))
+            c = pltpu.make_async_copy(r["x"], r["buf"], r["sems"].at[0])
+            c.start()
+            c.wait()
+
+        @classmethod
+        def launch(cls, x):
+            return pl.pallas_call(cls._kernel, out_shape={OUT}, in_specs=[{ANY}],
+                                  out_specs={ANY},
+                                  scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                                  pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, 'r["sems"].at[0])', 'r["sems"])') == ([], ["PAL103"])

@@ -273,6 +273,8 @@ class Interpreter:
         params = node.args.posonlyargs + node.args.args
         if cls is None or not params:
             return {}
+        if cls.kinds.get(node.name) == "class":
+            return {params[0].arg: cls}  # a classmethod's `cls`
         return {params[0].arg: Instance(cls)}
 
     def _buffered_self(self, node) -> dict:
@@ -587,7 +589,7 @@ class Interpreter:
                         and kinds.get(stmt.name) == "method":
                     self._buffered_methods[id(stmt)] = cls
         for stmt in node.body:
-            if isinstance(stmt, ast.FunctionDef) and kinds.get(stmt.name) == "method" \
+            if isinstance(stmt, ast.FunctionDef) and kinds.get(stmt.name) in ("method", "class") \
                     and id(stmt) not in self._buffered_methods:
                 self._method_class[id(stmt)] = cls
         frame.scope.vars[node.name] = cls
@@ -1543,6 +1545,15 @@ class Interpreter:
             if method is not None:
                 return method
             return UNKNOWN
+        if name == "dict" and func is UNKNOWN and len(args) == 1 and not kwargs \
+                and isinstance(args[0].value, _Zip) and len(args[0].value.seqs) == 2:
+            # `dict(zip(NAMES, refs))`: keys and values known one by one
+            keys, values = args[0].value.seqs
+            if isinstance(keys, Seq) and isinstance(values, Seq) and keys.keys is None \
+                    and values.keys is None and len(keys.items) == len(values.items) \
+                    and all(isinstance(k, Const) and isinstance(k.value, _SIMPLE)
+                            for k in keys.items):
+                return Seq(items=values.items, keys=tuple(k.value for k in keys.items))
         if name == "dict" and func is UNKNOWN and not args:
             return Seq(items=tuple(a.value for a in kwargs.values()), keys=tuple(kwargs))
         if name in _BUILTINS and func is UNKNOWN:
