@@ -1420,3 +1420,28 @@ def test_refs_named_with_dict_of_zip_and_a_classmethod_launcher():
                                                   pltpu.SemaphoreType.DMA((2,))])(x)
     '''
     assert _twin(body, 'r["sems"].at[0])', 'r["sems"])') == ([], ["PAL103"])
+
+
+def test_options_and_filled_in_defaults_are_not_optional_operands():
+    # `soft_cap: float | None = None` is an option and `offset=None` is
+    # filled in right away: neither doubles the launcher's runs. `bias=None`
+    # (unannotated, tested) does.
+    body = f'''
+    def kernel(x_hbm, o_hbm, buf, sems, *, soft_cap):
+        c = pltpu.make_async_copy(x_hbm, buf, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, offset=None, soft_cap: float | None = None):
+        if offset is None:
+            offset = jnp.zeros((1,), jnp.int32)
+        cap = 0.0 if soft_cap is None else soft_cap
+        return pl.pallas_call(functools.partial(kernel, soft_cap=cap), out_shape={OUT},
+                              in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert len(run(body)[0].kernels) == 1
+    with_bias = body.replace("offset=None,", "offset=None, bias=None,").replace(
+        "cap = 0.0", "x = x if bias is None else x + bias\n        cap = 0.0")
+    assert len(run(with_bias)[0].kernels) == 3  # run on its own, bias absent, bias given

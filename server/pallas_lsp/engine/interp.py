@@ -2749,17 +2749,40 @@ def _optional_variants(func: ast.AST) -> list[dict]:
     positional = list(a.posonlyargs) + list(a.args)
     pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
         + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-    optional = [p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None]
+    # Operands only: unannotated, or annotated as an array (`jax.Array | None`);
+    # `float | None`, `str | None`, a config class... are options, not operands.
+    optional = [p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None
+                and (p.annotation is None or any(w in ast.unparse(p.annotation) for w in
+                                                 ("Array", "ndarray", "Ref", "Tensor")))]
     if not optional:
         return []
-    tested = set()
+    tested, defaulted = set(), set()
     for node in ast.walk(func):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 \
-                and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
-                and isinstance(node.left, ast.Name) and isinstance(node.comparators[0], ast.Constant) \
-                and node.comparators[0].value is None:
-            tested.add(node.left.id)
-    return [{name: GIVEN} for name in [n for n in optional if n in tested][:MAX_OPTIONAL]]
+        name = _none_test(node)
+        if name is not None:
+            tested.add(name)
+        # `if x is None: x = default` / `x = d if x is None else x`: a default
+        # filled in, not an operand that may be missing (both runs agree).
+        if isinstance(node, ast.If) and _none_test(node.test) is not None and not node.orelse \
+                and all(isinstance(b, ast.Assign) and len(b.targets) == 1
+                        and isinstance(b.targets[0], ast.Name)
+                        and b.targets[0].id == _none_test(node.test) for b in node.body):
+            defaulted.add(_none_test(node.test))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.IfExp) \
+                and _none_test(node.value.test) == node.targets[0].id:
+            defaulted.add(node.targets[0].id)
+    names = [n for n in optional if n in tested and n not in defaulted]
+    return [{name: GIVEN} for name in names[:MAX_OPTIONAL]]
+
+
+def _none_test(node: ast.AST) -> str | None:
+    """`x is None` / `x is not None` -> "x"."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(node.left, ast.Name) \
+            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        return node.left.id
+    return None
 
 
 def _tested_names(func: ast.AST) -> set[str]:
