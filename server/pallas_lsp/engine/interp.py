@@ -152,6 +152,7 @@ class Interpreter:
         self._kernel_frames: dict[int, Frame] = {}  # id(launch) -> where its pl.kernel was
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, tuple] = {}  # see same_kernel_run
+        self._free: dict[int, tuple] = {}  # id(def node) -> names it reads from outside
         self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
@@ -257,7 +258,17 @@ class Interpreter:
         args = list(kernel.bound_args) + list(args)  # as call_func will bind them
         kwargs = {**dict(kernel.bound_kwargs), **kwargs}
         values = args + list(kwargs.values())
-        key = (id(kernel.node), id(kernel.scope), _args_key(args, kwargs), backend_name,
+        scope_key: object = id(kernel.scope)
+        if isinstance(kernel.scope, Scope) and kernel.scope is not self.module_scope:
+            # A kernel defined inside a launcher gets a new closure per
+            # launcher run (per flag variant): equal closure values, equal run.
+            free = self._free.get(id(kernel.node))
+            if free is None:
+                free = self._free[id(kernel.node)] = _free_names(kernel.node)
+            closure = [kernel.scope.lookup(n) for n in free]
+            values += closure
+            scope_key = _args_key(closure, {})  # (instances by their write count too)
+        key = (id(kernel.node), scope_key, _args_key(args, kwargs), backend_name,
                frame.depth, id(frame.site) if frame.site is not None else 0)
         earlier = self._kernel_runs_by_args.get(key)
         if earlier is None:
@@ -2491,6 +2502,21 @@ def _stored(base: Value, index: Value, value: Value) -> Value:
     # An unknown key: the items are all like the ones seen, and this one.
     old = [base.elem] if isinstance(base, SeqOf) else list(base.items)
     return SeqOf(elem=join_all(old + [value]))
+
+
+def _free_names(func: ast.AST) -> tuple:
+    """Names a def reads that it (and the defs inside it) does not bind:
+    what it takes from its closure or the module."""
+    loads, stores = set(), set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
+        elif isinstance(node, ast.arg):
+            stores.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node is not func:
+            stores.add(node.name)
+    return tuple(sorted(loads - stores))
 
 
 def _pattern_matches(pattern: ast.pattern, subject: Value) -> bool | None:
