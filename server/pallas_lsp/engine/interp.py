@@ -11,6 +11,7 @@ Unknown, and Unknown never yields a diagnostic.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -153,6 +154,7 @@ class Interpreter:
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, tuple] = {}  # see same_kernel_run
         self._free: dict[int, tuple] = {}  # id(def node) -> names it reads from outside
+        self._first_nested: dict[int, tuple] = {}  # nested kernel run once: its closure then
         self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there
         self.operand_nodes: dict[int, list] = {}  # id(pallas_call node) -> its call's argument nodes
@@ -225,7 +227,7 @@ class Interpreter:
                 if not (_mentions(node, lines) or id(node) in self._builders):
                     continue
                 variants = [(v, {}) for v in _flag_variants(node)]
-                optional = _optional_variants(node)
+                optional = _optional_variants(node, self.src.lines)
                 if optional and not variants:
                     variants.append(({}, {}))  # the defaults: every optional argument None
                 variants += [(v, {}) for v in optional]
@@ -258,18 +260,31 @@ class Interpreter:
         args = list(kernel.bound_args) + list(args)  # as call_func will bind them
         kwargs = {**dict(kernel.bound_kwargs), **kwargs}
         values = args + list(kwargs.values())
-        scope_key: object = id(kernel.scope)
-        if isinstance(kernel.scope, Scope) and kernel.scope is not self.module_scope:
-            # A kernel defined inside a launcher gets a new closure per
-            # launcher run (per flag variant): equal closure values, equal run.
-            free = self._free.get(id(kernel.node))
-            if free is None:
-                free = self._free[id(kernel.node)] = _free_names(kernel.node)
-            closure = [kernel.scope.lookup(n) for n in free]
-            values += closure
-            scope_key = _args_key(closure, {})  # (instances by their write count too)
-        key = (id(kernel.node), scope_key, _args_key(args, kwargs), backend_name,
-               frame.depth, id(frame.site) if frame.site is not None else 0)
+        site = id(frame.site) if frame.site is not None else 0
+        if not (isinstance(kernel.scope, Scope) and kernel.scope is not self.module_scope):
+            return self._same_run((id(kernel.node), id(kernel.scope), _args_key(args, kwargs),
+                                   backend_name, frame.depth, site), values)
+        # A kernel defined inside a launcher gets a new closure per launcher
+        # run (per flag variant): equal closure values make an equal run. The
+        # names it reads are only worked out when it runs a second time.
+        scope = (kernel.scope.parent, dict(kernel.scope.vars))  # as it is now
+        rest = (_args_key(args, kwargs), backend_name, frame.depth, site)
+        free = self._free.get(id(kernel.node))
+        if free is None:
+            first = self._first_nested.pop(id(kernel.node), None)
+            if first is None:
+                self._first_nested[id(kernel.node)] = (scope, rest, self._kernel_count + 1,
+                                                       values)
+                return None
+            free = self._free[id(kernel.node)] = _free_names(kernel.node)
+            f_scope, f_rest, f_id, f_values = first
+            closure = _closure(f_scope, free)
+            self._kernel_runs_by_args[(id(kernel.node), _args_key(closure, {})) + f_rest] = \
+                (f_id, f_values + closure)
+        closure = _closure(scope, free)
+        return self._same_run((id(kernel.node), _args_key(closure, {})) + rest, values + closure)
+
+    def _same_run(self, key: tuple, values: list) -> int | None:
         earlier = self._kernel_runs_by_args.get(key)
         if earlier is None:
             # The values are kept so that the ids in the key stay theirs.
@@ -2504,6 +2519,13 @@ def _stored(base: Value, index: Value, value: Value) -> Value:
     return SeqOf(elem=join_all(old + [value]))
 
 
+def _closure(scope: tuple, names: tuple) -> list:
+    """The values of `names` in a (parent, vars) snapshot of a closure."""
+    parent, vars = scope
+    return [vars[n] if n in vars else (parent.lookup(n) if parent is not None else None)
+            for n in names]
+
+
 def _free_names(func: ast.AST) -> tuple:
     """Names a def reads that it (and the defs inside it) does not bind:
     what it takes from its closure or the module."""
@@ -2765,7 +2787,7 @@ def _own_tests(func: ast.AST) -> set[str]:
 MAX_OPTIONAL = 2  # optional arguments of a launcher run given, one at a time
 
 
-def _optional_variants(func: ast.AST) -> list[dict]:
+def _optional_variants(func: ast.AST, lines: list[str]) -> list[dict]:
     """Variants for a launcher's optional operands (`bias=None`, tested with
     `bias is None` / `is not None`): each given alone (the defaults run has
     them all None). Run with unknown arguments, `if bias is not None:`
@@ -2782,13 +2804,17 @@ def _optional_variants(func: ast.AST) -> list[dict]:
                                                  ("Array", "ndarray", "Ref", "Tensor")))]
     if not optional:
         return []
-    tested, defaulted = set(), set()
-    for node in ast.walk(func):
-        name = _none_test(node)
-        if name is not None:
-            tested.add(name)
-        # `if x is None: x = default` / `x = d if x is None else x`: a default
-        # filled in, not an operand that may be missing (both runs agree).
+    # Tested with `is None` somewhere in the function (its text: no AST walk).
+    text = "\n".join(lines[func.lineno - 1:getattr(func, "end_lineno", func.lineno)])
+    tested = [n for n in optional if re.search(rf"\b{re.escape(n)}\s+is\s+(not\s+)?None\b", text)]
+    if not tested:
+        return []
+    # `if x is None: x = default` / `x = d if x is None else x`: a default
+    # filled in, not an operand that may be missing (both runs agree).
+    defaulted = set()
+    stack = list(func.body)
+    while stack:  # statements only
+        node = stack.pop()
         if isinstance(node, ast.If) and _none_test(node.test) is not None and not node.orelse \
                 and all(isinstance(b, ast.Assign) and len(b.targets) == 1
                         and isinstance(b.targets[0], ast.Name)
@@ -2798,7 +2824,10 @@ def _optional_variants(func: ast.AST) -> list[dict]:
                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.IfExp) \
                 and _none_test(node.value.test) == node.targets[0].id:
             defaulted.add(node.targets[0].id)
-    names = [n for n in optional if n in tested and n not in defaulted]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, field, None) or ())
+    names = [n for n in tested if n not in defaulted]
     return [{name: GIVEN} for name in names[:MAX_OPTIONAL]]
 
 
