@@ -151,7 +151,14 @@ MAX_ITER_PLACES = 16  # places an iterator may be at before it is just Unknown
 
 def iter_of(rests) -> "Iter":
     """An iterator at any of `rests` (duplicates dropped)."""
-    rests = tuple(dict.fromkeys(rests))
+    try:
+        rests = tuple(dict.fromkeys(rests))
+    except TypeError:  # a value that cannot be hashed: compare instead
+        unique: list = []
+        for r in rests:
+            if not any(r is u or r == u for u in unique):
+                unique.append(r)
+        rests = tuple(unique)
     if len(rests) > MAX_ITER_PLACES:
         return Iter(rest=UNKNOWN)
     return Iter(rest=rests[0], others=rests[1:])
