@@ -14,7 +14,8 @@ from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, Bound, Choice, GridSpec, Instance, OperandDecl,
-                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, join_all)
+                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, is_record,
+                                      join_all)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -438,17 +439,9 @@ def _scratch_value(v: Value, origin: str) -> Value:
     if isinstance(v, Seq):
         return Seq(items=tuple(_scratch_value(x, f"{origin}[{i}]") for i, x in enumerate(v.items)),
                    keys=v.keys, origin=origin)
-    if _record(v):
+    if is_record(v):
         return _mapped_record(v, lambda x, k: _scratch_value(x, f"{origin}.{k}"))
     return UNKNOWN
-
-
-def _record(v: Value) -> bool:
-    """An instance of the file's own dataclass / NamedTuple (a pytree node)."""
-    return isinstance(v, Instance) and getattr(v.cls, "record", False)
-
-
-is_record = _record
 
 
 def _mapped_record(v: Instance, leaf) -> Instance:
@@ -486,7 +479,7 @@ def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) 
         return Const(value=None)  # an absent operand: the kernel gets None
     if spec is UNKNOWN:
         return UNKNOWN
-    if _record(spec):
+    if is_record(spec):
         return _mapped_record(spec, lambda x, k: _operand_value(x, None, f"{origin}.{k}", output))
     if output:
         return _output_ref(spec, shape, origin)
@@ -754,7 +747,6 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
             kc = KernelCallable(launch=launch, func=func, args=tuple(args), n_in=n_in,
                                 scratch_kw=tuple(scratch_kw.items()), params=tuple(params))
             interp.pending_kernels.append((kc, frame))
-            interp._kernel_frames[id(launch)] = frame
             return kc
     _bind_and_run(interp, launch, func, args, scratch_kw, frame, params)
     return UNKNOWN
@@ -784,7 +776,7 @@ def run_pl_kernel(interp: Interpreter, kc: KernelCallable, operands: list[Value]
     args = list(kc.args)
     if operands is not None and len(operands) == kc.n_in:
         for i, operand in enumerate(operands):
-            if _record(operand):
+            if is_record(operand):
                 args[i] = _input_tree(operand, f"input #{i}", 0)
     _bind_and_run(interp, kc.launch, kc.func, args, dict(kc.scratch_kw), frame, list(kc.params))
     return UNKNOWN
@@ -795,7 +787,7 @@ def _input_tree(v: Value, origin: str, depth: int) -> Value:
     pytree is a Ref; static fields and None stay as they are."""
     if isinstance(v, Const) and v.value is None:
         return v
-    if _record(v) and depth < 4:
+    if is_record(v) and depth < 4:
         out = Instance(v.cls)
         for k, x in v.attrs.items():
             out.attrs[k] = x if k in v.cls.static else _input_tree(x, f"{origin}.{k}", depth + 1)
@@ -887,7 +879,7 @@ def _block_tree(s: Value, origin: str, depth: int) -> Value:
     if isinstance(s, Seq) and s.keys is None and depth < 4:
         return replace(s, items=tuple(_block_tree(x, f"{origin}[{i}]", depth + 1)
                                       for i, x in enumerate(s.items)))
-    if _record(s) and depth < 4:
+    if is_record(s) and depth < 4:
         return _mapped_record(s, lambda x, k: _block_tree(x, f"{origin}.{k}", depth + 1))
     return _block_ref(s, origin)
 

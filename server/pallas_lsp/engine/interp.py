@@ -22,9 +22,10 @@ from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameIn
                                      SemKind, Seq, Space, Value)
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
-from pallas_lsp.engine.values import (GIVEN, UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal, GridSpec,
-                                      Given, Imported, Instance, Iter, ModuleRef, iter_of, Partial, SeqOf,
-                                      ShapeDtype, SliceVal, Spec, as_view, join, join_all)
+from pallas_lsp.engine.values import (GIVEN, UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal,
+                                      Given, GridSpec, Imported, Instance, Iter, ModuleRef, Partial,
+                                      SeqOf, ShapeDtype, SliceVal, Spec, as_view, is_record, iter_of,
+                                      join, join_all)
 
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -150,7 +151,6 @@ class Interpreter:
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.pending_kernels: list = []  # pl.kernel results with inputs (run when called)
-        self._kernel_frames: dict[int, Frame] = {}  # id(launch) -> where its pl.kernel was
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, tuple] = {}  # see same_kernel_run
         self._free: dict[int, tuple] = {}  # id(def node) -> names it reads from outside
@@ -624,12 +624,8 @@ class Interpreter:
         """The other parameters' defaults, evaluated as Python does at def
         time (module constants, enum members): a flag variant is the default
         configuration with those flags set."""
-        a = func.args
-        positional = list(a.posonlyargs) + list(a.args)
-        pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
-            + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
         out = {}
-        for p, d in pairs:
+        for p, d in _params_with_defaults(func):
             v = self.eval(d, frame)
             if isinstance(v, Const) or (isinstance(v, Seq) and not v.items):
                 out[p.arg] = v
@@ -1068,8 +1064,10 @@ class Interpreter:
         return Seq(items=tuple(items), keys=tuple(keys))
 
     def expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
-        base = self.eval(node.value, frame)
-        attr = node.attr
+        return self.attribute(self.eval(node.value, frame), node.attr, node, frame)
+
+    def attribute(self, base: Value, attr: str, node: ast.expr, frame: Frame) -> Value:
+        """`base.attr` (also `getattr(base, "attr")`)."""
         if isinstance(base, Api):
             return Api(name=api.join(base.name, attr), decl=node)
         if isinstance(base, ModuleRef):
@@ -1127,19 +1125,20 @@ class Interpreter:
                                                       ref=Arg(node.value, base)))
             return Array(origin=f"read of {self.segment(node.value)}", shape=shape, decl=base.decl,
                          dtype=base.dtype, sem=base.sem)
+        if isinstance(base, Partial) and isinstance(node.slice, ast.Slice) \
+                and node.slice.step is None:
+            # `refs[-8:]` / `refs[:2]` within the known last / first items
+            lo = self.eval(node.slice.lower, frame) if node.slice.lower else None
+            hi = self.eval(node.slice.upper, frame) if node.slice.upper else None
+            k_lo = lo.value if isinstance(lo, Const) and type(lo.value) is int else None
+            k_hi = hi.value if isinstance(hi, Const) and type(hi.value) is int else None
+            if hi is None and k_lo is not None and -len(base.tail) <= k_lo < 0:
+                return Seq(items=base.tail[k_lo:])
+            if lo is None and k_hi is not None and 0 <= k_hi <= len(base.head):
+                return Seq(items=base.head[:k_hi])
+            return UNKNOWN
         index = self.eval(node.slice, frame)
         if isinstance(base, Partial):
-            if isinstance(node.slice, ast.Slice) and node.slice.step is None:
-                # `refs[-8:]` / `refs[:2]` within the known last / first items
-                lo = self.eval(node.slice.lower, frame) if node.slice.lower else None
-                hi = self.eval(node.slice.upper, frame) if node.slice.upper else None
-                k_lo = lo.value if isinstance(lo, Const) and type(lo.value) is int else None
-                k_hi = hi.value if isinstance(hi, Const) and type(hi.value) is int else None
-                if hi is None and k_lo is not None and -len(base.tail) <= k_lo < 0:
-                    return Seq(items=base.tail[k_lo:])
-                if lo is None and k_hi is not None and 0 <= k_hi <= len(base.head):
-                    return Seq(items=base.head[:k_hi])
-                return UNKNOWN
             if isinstance(index, Const) and isinstance(index.value, int) \
                     and not isinstance(index.value, bool):
                 i = index.value
@@ -1549,8 +1548,9 @@ class Interpreter:
         if isinstance(func, binding.KernelCallable):
             operands = None if any(isinstance(a.value, _StarUnknown) for a in args) \
                 else [a.value for a in args]
-            return binding.run_pl_kernel(self, func, operands, self._kernel_frames.get(
-                id(func.launch), frame))
+            # It runs where pl.kernel was called (its kernel context), once.
+            made = next((f for kc, f in self.pending_kernels if kc is func), frame)
+            return binding.run_pl_kernel(self, func, operands, made)
         if isinstance(func, binding.ScopedFunc):
             return func.call(self, args, frame)
         if isinstance(func, binding.Decorator) and args:
@@ -1559,18 +1559,9 @@ class Interpreter:
         if name == "getattr" and func is UNKNOWN and len(args) in (2, 3) \
                 and isinstance(args[1].value, Const) and isinstance(args[1].value.value, str) \
                 and isinstance(args[0].value, (Instance, ModuleRef)):
-            # `getattr(obj, "name")`: as `obj.name` (an attribute the engine
-            # has not seen may still exist: unknown, not the default)
-            obj, attr = args[0].value, args[1].value.value
-            if isinstance(obj, ModuleRef):
-                return self.module_attr(obj, attr)
-            if attr in obj.attrs:
-                return obj.attrs[attr]
-            self._property_frame = frame
-            method = self.method_value(obj.cls, attr, obj)
-            if method is not None:
-                return method
-            return UNKNOWN
+            # `getattr(obj, "name")` is `obj.name` (an attribute the engine has
+            # not seen may still exist: unknown, not the default)
+            return self.attribute(args[0].value, args[1].value.value, node, frame)
         if name == "dict" and func is UNKNOWN and len(args) == 1 and not kwargs \
                 and isinstance(args[0].value, _Zip) and len(args[0].value.seqs) == 2:
             # `dict(zip(NAMES, refs))`: keys and values known one by one
@@ -2109,10 +2100,10 @@ class Interpreter:
 
         def leaf(v) -> bool:
             return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None) \
-                and not binding.is_record(v)
+                and not is_record(v)
 
         def walk(first, rest, depth):
-            if binding.is_record(first) and depth < 4:
+            if is_record(first) and depth < 4:
                 # A dataclass pytree: its data fields are mapped, its static
                 # fields (configuration) kept.
                 out = Instance(first.cls)
@@ -2143,7 +2134,7 @@ class Interpreter:
             return call([first] + list(rest))
 
         if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
-                and not binding.is_record(trees[0]):
+                and not is_record(trees[0]):
             for t in trees:
                 self.escape(t)
             return UNKNOWN
@@ -2175,7 +2166,7 @@ def tree_leaves(v: Value, depth: int = 0) -> Value:
             except TypeError:
                 return UNKNOWN
         parts = [tree_leaves(x, depth + 1) for x in items]
-    elif binding.is_record(v):
+    elif is_record(v):
         names = [f for f in v.cls.fields if f not in v.cls.static] \
             or [k for k in v.attrs if k not in v.cls.static]
         parts = [tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
@@ -2672,6 +2663,14 @@ _INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, S
                     GridSpec, ModuleRef, Imported, type(None)})
 
 
+def _params_with_defaults(func: ast.AST) -> list[tuple[ast.arg, ast.expr]]:
+    """(parameter, default expression) for each parameter that has one."""
+    a = func.args
+    positional = list(a.posonlyargs) + list(a.args)
+    return list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
+        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+
+
 def _flag_variants(func: ast.AST) -> list[dict]:
     """Flag settings to run a launcher with: every combination of up to
     two boolean parameters with a literal default, else the defaults and
@@ -2680,8 +2679,7 @@ def _flag_variants(func: ast.AST) -> list[dict]:
     import itertools
     a = func.args
     positional = list(a.posonlyargs) + list(a.args)
-    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
-        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    pairs = _params_with_defaults(func)
     flags = [(p.arg, d.value) for p, d in pairs
              if isinstance(d, ast.Constant) and isinstance(d.value, bool)]
     # `flag: bool` without a default is a flag too (the default counts as False).
@@ -2793,10 +2791,7 @@ def _optional_variants(func: ast.AST, lines: list[str]) -> list[dict]:
     them all None). Run with unknown arguments, `if bias is not None:`
     joins a spec list with and without the operand, and the kernel that
     unpacks it is lost."""
-    a = func.args
-    positional = list(a.posonlyargs) + list(a.args)
-    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
-        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    pairs = _params_with_defaults(func)
     # Operands only: unannotated, or annotated as an array (`jax.Array | None`);
     # `float | None`, `str | None`, a config class... are options, not operands.
     optional = [p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None

@@ -355,6 +355,11 @@ def join_all(values) -> Value:
     return out
 
 
+def is_record(v: Value) -> bool:
+    """An instance of the file's own dataclass / NamedTuple (a pytree node)."""
+    return isinstance(v, Instance) and getattr(v.cls, "record", False)
+
+
 def as_view(ref: Ref, shape: Shape | None, origin: str) -> Ref:
     return replace(ref, shape=shape, view=True, origin=origin)
 
