@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api, backend
-from pallas_lsp.engine.events import Arg, Launch
+from pallas_lsp.engine.events import Arg, Launch, ScopedAlloc
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, Bound, Choice, GridSpec, Instance, OperandDecl,
-                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, is_record,
-                                      join_all)
+from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, Bound, Choice, GridSpec,
+                                      Instance, OperandDecl, Partial, SeqOf, ShapeDtype, SliceVal,
+                                      Spec, StarUnknown, is_record, join_all)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -68,7 +68,7 @@ class PartialApi(Decorator):
         t = api.tail(self.api)
         kwargs = dict(self.kwargs)
         if t == "run_scoped":
-            return interp.run_scoped(func, list(self.args), kwargs, node, frame)
+            return run_scoped(interp, func, list(self.args), kwargs, node, frame)
         if t == "kernel" and isinstance(func, Func):
             return pl_kernel(interp, func, kwargs, frame, node)
         if t == "core_map" and isinstance(func, Func):
@@ -104,7 +104,7 @@ class ScopedFunc(Value):
         func = self.func
         if isinstance(func, Func) and args:
             func = replace(func, bound_args=func.bound_args + tuple(a.value for a in args))
-        return interp.run_scoped(func, list(self.types), dict(self.kw_types), self.node, frame)
+        return run_scoped(interp, func, list(self.types), dict(self.kw_types), self.node, frame)
 
 
 @dataclass(frozen=True)
@@ -493,7 +493,6 @@ def _segments_to_args(segments: list[list[Value] | None], params: list[str], req
     segments bind from the front up to the first unknown one, and from the
     back after the last unknown one when the signature leaves no doubt (no
     `*args`, no defaults). Returns (args, reason when nothing binds)."""
-    from pallas_lsp.engine.interp import STAR_UNKNOWN
     if all(seg is not None for seg in segments):
         args = [v for seg in segments for v in seg]
         if not has_vararg and not (required <= len(args) <= len(params)):
@@ -799,13 +798,11 @@ def _input_tree(v: Value, origin: str, depth: int) -> Value:
 
 
 def _star():
-    from pallas_lsp.engine.interp import STAR_UNKNOWN
     return STAR_UNKNOWN
 
 
 def _star_of(elem: Value):
-    from pallas_lsp.engine.interp import _StarUnknown
-    return _StarUnknown(elem=elem)
+    return StarUnknown(elem=elem)
 
 
 def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str, Arg],
@@ -930,3 +927,42 @@ def run_pipeline(interp: Interpreter, pipe: PipelineCallable, kwargs: dict[str, 
     interp.call_func(pipe.body, list(blocks) + tail, {}, frame, kernel=True,
                      call_node=pipe.node)
     return Const(value=None)
+
+
+def run_scoped(interp: Interpreter, body: Value, types: list[Arg], kw_types: dict[str, Arg],
+               node: ast.AST, frame: Frame) -> Value:
+    """`pl.run_scoped(body, *types, **kw_types)`: the body runs with one Ref
+    per allocation (HBM / ANY allocations are recorded for PAL208)."""
+    refs, kw_refs = [], {}
+    for a in types:
+        refs.append(_scoped_ref(interp, a, node))
+    for k, a in kw_types.items():
+        if k == "collective_axes":
+            continue
+        kw_refs[k] = _scoped_ref(interp, a, node)
+    if not isinstance(body, Func):
+        return UNKNOWN
+    origins = {}
+    params = [p.arg for p in list(body.node.args.posonlyargs) + list(body.node.args.args)]
+    for i, p in enumerate(params[len(body.bound_args):]):
+        if i < len(types):
+            origins[p] = f"pl.run_scoped allocation #{i + 1}"
+    for k in kw_refs:
+        origins[k] = f"pl.run_scoped allocation `{k}`"
+    return interp.call_func(body, refs, kw_refs, frame, param_origin=origins)
+
+
+def _scoped_ref(interp: Interpreter, a: Arg, call_node) -> Value:
+    alloc = to_alloc(a.value)
+    if alloc is None and isinstance(a.value, Seq):  # a pytree of allocations
+        return Seq(items=tuple(_scoped_ref(interp, Arg(a.node, v), call_node)
+                               for v in a.value.items), keys=a.value.keys)
+    if alloc is None:
+        return UNKNOWN
+    if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:
+        interp.events.scoped.append(ScopedAlloc(kernel_id=interp._kernel_id, site=interp._site,
+                                                node=a.node, space=alloc.space.value,
+                                                call=call_node))
+    line = getattr(call_node, "lineno", 0)
+    col = getattr(a.node, "col_offset", 0)
+    return alloc.to_ref(f"pl.run_scoped allocation (line {line}, col {col})", a.node)

@@ -168,3 +168,12 @@ class Events:
     kernel_ops: list[KernelOp] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)
+
+
+def pick(args: list[Arg], kwargs: dict[str, Arg], index: int, keyword: str) -> Arg | None:
+    """An API call's argument by keyword or position (None when absent)."""
+    if keyword in kwargs:
+        return kwargs[keyword]
+    if index < len(args):
+        return args[index]
+    return None

@@ -11,21 +11,19 @@ Unknown, and Unknown never yields a diagnostic.
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from dataclasses import dataclass, field, replace
 
-from pallas_lsp.engine import api, backend, binding, relevance
-from pallas_lsp.engine.events import (Arg, DescOp, DmaCall, Events, KernelOp, RefAccess,
-                                     RollCall, ScopedAlloc, SemOp)
-from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref,
-                                     SemKind, Seq, Space, Value)
+from pallas_lsp.engine import api, apis, backend, binding, buffered, flow, pyops, relevance, variants
+from pallas_lsp.engine.apis import kernels, pytrees
+from pallas_lsp.engine.events import Arg, DescOp, Events, KernelOp, RefAccess
+from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, NameInfo, Ref, Seq, Value
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
-from pallas_lsp.engine.values import (GIVEN, UNKNOWN, Alloc, AtProxy, Bound, Choice, ClassVal,
-                                      Given, GridSpec, Imported, Instance, Iter, ModuleRef, Partial,
-                                      SeqOf, ShapeDtype, SliceVal, Spec, as_view, is_record, iter_of,
-                                      join, join_all)
+from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, AtProxy, Bound, Choice,
+                                      ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
+                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
+                                      as_view, iter_of, join, join_all)
 
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -170,7 +168,7 @@ class Interpreter:
         self._property_frame: Frame | None = None  # where a property getter runs from
         self.variant: object = 0  # which launcher flag combination is running (0: none)
         # id(Assign node) -> the truth value a local flag takes in this variant
-        # when the engine cannot compute it (see _local_flag_pins).
+        # when the engine cannot compute it (see variants.local_flag_pins).
         self.pins: dict[int, Value] = {}
 
     # ------------------------------------------------------------ driver
@@ -195,7 +193,7 @@ class Interpreter:
                     # A nested def runs in the closure it was defined in (a
                     # builder's `make_call` sees the builder's `kernel`).
                     func = self._closures.get(id(node)) or Func(node=node, scope=self.module_scope)
-                    hooked = self._buffered_self(node)
+                    hooked = buffered.buffered_self(self._buffered_methods.get(id(node)), node)
                     if hooked:
                         # Kernel code (emit_pipeline calls it), but the
                         # pipeline around it is not seen: no protocol checks.
@@ -212,10 +210,10 @@ class Interpreter:
             # kernels for other flags (its other callers are elsewhere): run
             # it once more with unknown arguments, so every branch is seen.
             reached = {id(launch.node) for launch in self.events.launches}
-            lines = _launch_lines(self.src.lines)
+            lines = variants.launch_lines(self.src.lines)
             for node in functions:
-                if id(node) not in self._unknown_run and _mentions(node, lines) \
-                        and _unreached_launch(node, reached):
+                if id(node) not in self._unknown_run and variants.mentions(node, lines) \
+                        and variants.unreached_launch(node, reached, lines):
                     func = Func(node=node, scope=self.module_scope)
                     self._drive(func, {}, frame)
                     self._flush_pending()
@@ -224,16 +222,16 @@ class Interpreter:
             # running them one by one keeps the flags that shape a ref list
             # and the kernel that unpacks it in step.
             for node in functions:
-                if not (_mentions(node, lines) or id(node) in self._builders):
+                if not (variants.mentions(node, lines) or id(node) in self._builders):
                     continue
-                variants = [(v, {}) for v in _flag_variants(node)]
-                optional = _optional_variants(node, self.src.lines)
-                if optional and not variants:
-                    variants.append(({}, {}))  # the defaults: every optional argument None
-                variants += [(v, {}) for v in optional]
-                variants += [({}, pins) for pins in _local_flag_pins(node)]
-                defaults = self._default_values(node, frame) if variants else {}
-                for n, (fixed, pins) in enumerate(variants, start=1):
+                runs = [(v, {}) for v in variants.flag_variants(node)]
+                optional = variants.optional_variants(node, self.src.lines)
+                if optional and not runs:
+                    runs.append(({}, {}))  # the defaults: every optional argument None
+                runs += [(v, {}) for v in optional]
+                runs += [({}, pins) for pins in variants.local_flag_pins(node)]
+                defaults = self._default_values(node, frame) if runs else {}
+                for n, (fixed, pins) in enumerate(runs, start=1):
                     fixed = {**defaults, **fixed}
                     self.variant = (id(node), n)
                     self.pins = pins
@@ -262,13 +260,13 @@ class Interpreter:
         values = args + list(kwargs.values())
         site = id(frame.site) if frame.site is not None else 0
         if not (isinstance(kernel.scope, Scope) and kernel.scope is not self.module_scope):
-            return self._same_run((id(kernel.node), id(kernel.scope), _args_key(args, kwargs),
+            return self._same_run((id(kernel.node), id(kernel.scope), pyops.args_key(args, kwargs),
                                    backend_name, frame.depth, site), values)
         # A kernel defined inside a launcher gets a new closure per launcher
         # run (per flag variant): equal closure values make an equal run. The
         # names it reads are only worked out when it runs a second time.
         scope = (kernel.scope.parent, dict(kernel.scope.vars))  # as it is now
-        rest = (_args_key(args, kwargs), backend_name, frame.depth, site)
+        rest = (pyops.args_key(args, kwargs), backend_name, frame.depth, site)
         free = self._free.get(id(kernel.node))
         if free is None:
             first = self._first_nested.pop(id(kernel.node), None)
@@ -276,13 +274,13 @@ class Interpreter:
                 self._first_nested[id(kernel.node)] = (scope, rest, self._kernel_count + 1,
                                                        values)
                 return None
-            free = self._free[id(kernel.node)] = _free_names(kernel.node)
+            free = self._free[id(kernel.node)] = flow.free_names(kernel.node)
             f_scope, f_rest, f_id, f_values = first
-            closure = _closure(f_scope, free)
-            self._kernel_runs_by_args[(id(kernel.node), _args_key(closure, {})) + f_rest] = \
+            closure = flow.closure_values(f_scope, free)
+            self._kernel_runs_by_args[(id(kernel.node), pyops.args_key(closure, {})) + f_rest] = \
                 (f_id, f_values + closure)
-        closure = _closure(scope, free)
-        return self._same_run((id(kernel.node), _args_key(closure, {})) + rest, values + closure)
+        closure = flow.closure_values(scope, free)
+        return self._same_run((id(kernel.node), pyops.args_key(closure, {})) + rest, values + closure)
 
     def _same_run(self, key: tuple, values: list) -> int | None:
         earlier = self._kernel_runs_by_args.get(key)
@@ -302,49 +300,6 @@ class Interpreter:
         if cls.kinds.get(node.name) == "class":
             return {params[0].arg: cls}  # a classmethod's `cls`
         return {params[0].arg: Instance(cls)}
-
-    def _buffered_self(self, node) -> dict:
-        """`self` for a BufferedRef override run on its own: what jax's
-        BufferedRef gives it (its VMEM window, one DMA semaphore per buffer,
-        traced slot indices). The other arguments stay unknown."""
-        cls = self._buffered_methods.get(id(node))
-        params = node.args.posonlyargs + node.args.args if cls is not None else []
-        if not params:
-            return {}
-        inst = Instance(cls)
-        name = cls.node.name
-        inst.attrs["window_ref"] = Ref(origin=f"{name}.window_ref (the pipeline's VMEM buffers)",
-                                       space=Space.VMEM, root=f"{name}.window_ref")
-        for attr in ("sem_recvs", "sem_sends"):
-            inst.attrs[attr] = Ref(origin=f"{name}.{attr} (one DMA semaphore per buffer)",
-                                   space=Space.SEMAPHORE, sem=SemKind.DMA, shape=(None,),
-                                   root=f"{name}.{attr}")
-        for attr in _BUFFERED_SLOTS:
-            inst.attrs[attr] = Array(origin=f"{name}.{attr}")
-        fixed = {params[0].arg: inst}
-        # copy_in(self, src_ref, grid_indices): the operand's Ref in HBM, unless
-        # this override is handed something else (it unpacks or iterates it).
-        if len(params) >= 2 and _ref_annotation(params[1].annotation) \
-                and _used_as_ref(node, params[1].arg):
-            operand = params[1].arg
-            fixed[operand] = Ref(origin=f"{operand} (the pipelined operand)", space=Space.ANY,
-                                 root=f"{name}.{node.name}.{operand}")
-        elif len(params) >= 2:
-            # `dst_ref: tuple[jax.Ref, jax.Ref, Schedule]`: the items annotated
-            # as Refs are Refs (where they live is not said: SMEM or HBM).
-            refs = _ref_tuple_annotation(params[1].annotation)
-            operand = params[1].arg
-            exact = refs is not None
-            if refs is None:
-                # No annotation that says: `a_ref, b_ref = src_ref` or
-                # `q_hbm = src_ref[0]`, and what the items are used as.
-                refs, exact = _unpacked_refs(node, operand)
-            if refs:
-                items = tuple(Ref(origin=f"{operand}[{i}] (a pipelined operand)",
-                                  root=f"{name}.{node.name}.{operand}[{i}]") if is_ref else UNKNOWN
-                              for i, is_ref in enumerate(refs))
-                fixed[operand] = Seq(items=items) if exact else Partial(head=items)
-        return fixed
 
     def _drive(self, func: Func, fixed: dict, frame: Frame) -> None:
         """Run a function nobody here called, with unknown arguments (but
@@ -366,7 +321,7 @@ class Interpreter:
                 if not fixed:
                     results.append(self.call_func(launcher, [], {}, frame, unknown_params=True))
                 else:
-                    args, kwargs = _required_args(launcher)
+                    args, kwargs = variants.required_args(launcher)
                     results.append(self.call_func(launcher, args, kwargs, frame))
 
     def _run_escaped(self, frame: Frame) -> None:
@@ -568,11 +523,11 @@ class Interpreter:
         parents = [b for b in bases if isinstance(b, ClassVal)]
         # A pltpu.BufferedRef subclass: its copy/wait overrides are what
         # emit_pipeline calls, on buffers and semaphores jax allocates.
-        buffered = any(_is_buffered_ref(b) for b in bases) \
+        is_buffered = any(buffered.is_buffered_ref(b) for b in bases) \
             or any(getattr(p, "buffered", False) for p in parents)
-        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n) or _is_buffered_ref(b)
+        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n) or buffered.is_buffered_ref(b)
                     for b, n in zip(bases, node.bases))
-        decorators = [d for d in decorators if not _pytree_registration(d)]
+        decorators = [d for d in decorators if not pytrees.pytree_registration(d)]
         if node.keywords or not (plain or namedtuple) or (decorators and not record):
             frame.scope.vars[node.name] = UNKNOWN
             return
@@ -598,7 +553,7 @@ class Interpreter:
                 # `q_token: Callable | None = None`: a field the call may
                 # leave out (then `schedule.q_token is None` decides branches).
                 if stmt.value is not None and (record or namedtuple):
-                    if _static_field(stmt.value):
+                    if pytrees.static_field(stmt.value):
                         static.add(stmt.target.id)
                         continue
                     v = self.eval(stmt.value, frame)
@@ -608,10 +563,10 @@ class Interpreter:
         object.__setattr__(cls, "kinds", kinds)
         object.__setattr__(cls, "defaults", defaults)
         object.__setattr__(cls, "static", frozenset(static))
-        if buffered:
+        if is_buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:
-                if isinstance(stmt, ast.FunctionDef) and stmt.name in _BUFFERED_HOOKS \
+                if isinstance(stmt, ast.FunctionDef) and stmt.name in buffered.HOOKS \
                         and kinds.get(stmt.name) == "method":
                     self._buffered_methods[id(stmt)] = cls
         for stmt in node.body:
@@ -625,7 +580,7 @@ class Interpreter:
         time (module constants, enum members): a flag variant is the default
         configuration with those flags set."""
         out = {}
-        for p, d in _params_with_defaults(func):
+        for p, d in variants.params_with_defaults(func):
             v = self.eval(d, frame)
             if isinstance(v, Const) or (isinstance(v, Seq) and not v.items):
                 out[p.arg] = v
@@ -714,7 +669,7 @@ class Interpreter:
 
     def stmt_If(self, node: ast.If, frame: Frame) -> None:
         test = self.eval(node.test, frame)
-        truth = _truthiness(test)
+        truth = pyops.truthiness(test)
         if truth is True:
             self.exec_body(node.body, frame)
             return
@@ -742,16 +697,16 @@ class Interpreter:
             if i == len(node.cases):
                 return
             case = node.cases[i]
-            truth = _pattern_matches(case.pattern, subject)
+            truth = pyops.pattern_matches(case.pattern, subject)
             if truth is not False and case.guard is not None:
-                guard = _truthiness(self.eval(case.guard, frame))
+                guard = pyops.truthiness(self.eval(case.guard, frame))
                 truth = False if guard is False else truth if guard is True else None
             if truth is False:
                 run(i + 1)
                 return
 
             def body():
-                for target in _pattern_names(case.pattern):
+                for target in pyops.pattern_names(case.pattern):
                     frame.scope.vars[target] = subject if isinstance(
                         case.pattern, ast.MatchAs) and case.pattern.pattern is None else UNKNOWN
                 self.exec_body(case.body, frame)
@@ -778,7 +733,7 @@ class Interpreter:
         # code keeps the two-pass model its start/wait checks are built on.
         if not frame.kernel and isinstance(node, ast.For):
             items = self.expand(it, limit=MAX_UNROLL)
-            if items and _straight_loop(node, self._straight):
+            if items and flow.straight_loop(node, self._straight):
                 for item in items:
                     self.assign(node.target, item, frame, None)
                     self.exec_body(node.body, frame)
@@ -825,7 +780,7 @@ class Interpreter:
         """Does every name the loop reads hold the same value in both scopes?"""
         names = self._loop_reads.get(id(node))
         if names is None:
-            names = self._loop_reads[id(node)] = _exposed_reads(node)
+            names = self._loop_reads[id(node)] = flow.exposed_reads(node)
         bv, av = before.vars, after.vars
         for name in names:
             a, b = bv.get(name), av.get(name)
@@ -950,7 +905,7 @@ class Interpreter:
                 and isinstance(value, (Descriptor, Ref, Array, Seq)):
             # `copies[k] = make_async_copy(...)`: the list or dict is a value
             # here, so rebind the name to the updated one.
-            frame.scope.rebind(target.value.id, _stored(
+            frame.scope.rebind(target.value.id, pyops.stored(
                 base, index[0] if len(index) == 1 else UNKNOWN, value))
         else:
             self.escape(value)
@@ -1041,9 +996,9 @@ class Interpreter:
         return out
 
     def concat(self, a: Value, b: Value) -> Value:
-        """`_concat_partial`, and what a list of unknown length held escapes
+        """`pyops.concat_partial`, and what a list of unknown length held escapes
         when its items' kind is lost in the join."""
-        out = _concat_partial(a, b)
+        out = pyops.concat_partial(a, b)
         if out is UNKNOWN or out.elem is UNKNOWN:
             for v in (a, b):
                 if isinstance(v, SeqOf):
@@ -1202,20 +1157,20 @@ class Interpreter:
             return Array(origin="arithmetic")
         if isinstance(op, ast.Mult) and isinstance(a, Seq) and a.keys is None \
                 and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64 \
-                and len(a.items) * b.value <= MAX_SEQ:
+                and len(a.items) * b.value <= pyops.MAX_SEQ:
             return Seq(items=a.items * b.value)
         if isinstance(op, ast.Mult) and isinstance(a, SeqOf) and (b is UNKNOWN or (
                 isinstance(b, Const) and type(b.value) is int)):
             return a  # `specs * 2`: still a list of unknown length of the same items
         if isinstance(op, ast.Add) and isinstance(a, Seq) and isinstance(b, Seq) \
-                and a.keys is None and b.keys is None and len(a.items) + len(b.items) <= MAX_SEQ:
+                and a.keys is None and b.keys is None and len(a.items) + len(b.items) <= pyops.MAX_SEQ:
             return Seq(items=a.items + b.items)
         if isinstance(op, ast.Add) and (isinstance(a, Partial) or isinstance(b, Partial)):
-            return _concat_partial(a, b)
+            return pyops.concat_partial(a, b)
         if isinstance(op, ast.MatMult) and isinstance(a, Alloc):
             return a  # `pltpu.SemaphoreType.DMA(...) @ mesh`: placed on that mesh's cores
         if isinstance(a, Const) and isinstance(b, Const) and op is not None:
-            return _const_binop(a.value, b.value, op)
+            return pyops.const_binop(a.value, b.value, op)
         if isinstance(op, ast.Add) and any(isinstance(v, Seq) and v.items and v.keys is None
                                            for v in (a, b)) \
                 and any(isinstance(v, SeqOf) for v in (a, b)):
@@ -1262,7 +1217,7 @@ class Interpreter:
             v = self.eval(operand, frame)
             if i == len(node.values) - 1 or not known:
                 continue
-            truth = _truthiness(v)
+            truth = pyops.truthiness(v)
             if truth is None:
                 known = False
             elif truth is stop:
@@ -1275,15 +1230,15 @@ class Interpreter:
             return Array(origin="comparison")
         if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
                 and isinstance(vals[1], Const) and vals[1].value is None:
-            known = _is_none(vals[0])
+            known = pyops.is_none(vals[0])
             if known is not None:
                 return Const(value=known if isinstance(node.ops[0], ast.Is) else not known)
         if len(node.ops) == 1 and all(isinstance(v, Const) for v in vals):
-            return _const_compare(vals[0].value, vals[1].value, node.ops[0])
+            return pyops.const_compare(vals[0].value, vals[1].value, node.ops[0])
         return UNKNOWN
 
     def expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
-        truth = _truthiness(self.eval(node.test, frame))
+        truth = pyops.truthiness(self.eval(node.test, frame))
         if truth is True:
             return self.eval(node.body, frame)
         if truth is False:
@@ -1374,13 +1329,13 @@ class Interpreter:
         """The items of a finite iterable the engine knows element by element."""
         if isinstance(it, Seq) and it.keys is None and len(it.items) <= limit:
             return list(it.items)
-        if isinstance(it, _Range) and 0 <= it.n <= limit:
+        if isinstance(it, pyops.Range) and 0 <= it.n <= limit:
             return [Const(value=i) for i in range(it.n)]
-        if isinstance(it, _Enumerate):
+        if isinstance(it, pyops.Enumerate):
             inner = self.expand(it.seq, limit)
             return None if inner is None else [Seq(items=(Const(value=i), v))
                                                for i, v in enumerate(inner)]
-        if isinstance(it, _Zip):
+        if isinstance(it, pyops.Zip):
             parts = [self.expand(x, limit) for x in it.seqs]
             if any(p is None for p in parts) or not parts:
                 return None
@@ -1414,7 +1369,7 @@ class Interpreter:
                     rests.append(rest)
                 frame.scope.rebind(node.args[0].id, iter_of(rests))
                 return join_all(items)
-        if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in pyops.MUTATORS:
             receiver = node.func.value
             if isinstance(receiver, ast.Name):
                 self.mutate_list(frame.scope.vars, receiver.id, node.func.attr, args,
@@ -1435,7 +1390,7 @@ class Interpreter:
             return
         if isinstance(current, Partial) and method in ("append", "extend") and len(args) == 1:
             added = Seq(items=(args[0].value,)) if method == "append" else args[0].value
-            where[name] = _concat_partial(current, added)
+            where[name] = pyops.concat_partial(current, added)
             return
         if not isinstance(current, (Seq, SeqOf)) or (isinstance(current, Seq)
                                                       and current.keys is not None):
@@ -1487,9 +1442,9 @@ class Interpreter:
                 if isinstance(v, Seq):
                     args.extend(Arg(None, item) for item in v.items)
                 elif isinstance(v, SeqOf) and v.elem is not UNKNOWN:
-                    args.append(Arg(a, _StarUnknown(elem=v.elem)))
+                    args.append(Arg(a, StarUnknown(elem=v.elem)))
                 else:
-                    args.append(Arg(a, _STAR_UNKNOWN))
+                    args.append(Arg(a, STAR_UNKNOWN))
                 continue
             args.append(Arg(a, self.eval(a, frame)))
         kwargs: dict[str, Arg] = {}
@@ -1513,9 +1468,9 @@ class Interpreter:
             return self.join_values([self.iter_item(r) for r in it.rests()])
         if isinstance(it, Seq):
             return self.join_values(list(it.items)) if it.items else UNKNOWN
-        if isinstance(it, _Zip):
+        if isinstance(it, pyops.Zip):
             return Seq(items=tuple(self.iter_item(s) for s in it.seqs))
-        if isinstance(it, _Enumerate):
+        if isinstance(it, pyops.Enumerate):
             return Seq(items=(UNKNOWN, self.iter_item(it.seq)))
         return UNKNOWN
 
@@ -1542,11 +1497,11 @@ class Interpreter:
         if isinstance(func, Bound):
             return self.call_method(func, args, kwargs, node, frame)
         if isinstance(func, binding.PallasCallable):
-            return self.invoke_pallas_callable(func, args, frame)
+            return kernels.invoke_pallas_callable(self, func, args, frame)
         if isinstance(func, binding.PipelineCallable):
             return binding.run_pipeline(self, func, kwargs, frame)
         if isinstance(func, binding.KernelCallable):
-            operands = None if any(isinstance(a.value, _StarUnknown) for a in args) \
+            operands = None if any(isinstance(a.value, StarUnknown) for a in args) \
                 else [a.value for a in args]
             # It runs where pl.kernel was called (its kernel context), once.
             made = next((f for kc, f in self.pending_kernels if kc is func), frame)
@@ -1563,18 +1518,18 @@ class Interpreter:
             # not seen may still exist: unknown, not the default)
             return self.attribute(args[0].value, args[1].value.value, node, frame)
         if name == "dict" and func is UNKNOWN and len(args) == 1 and not kwargs \
-                and isinstance(args[0].value, _Zip) and len(args[0].value.seqs) == 2:
+                and isinstance(args[0].value, pyops.Zip) and len(args[0].value.seqs) == 2:
             # `dict(zip(NAMES, refs))`: keys and values known one by one
             keys, values = args[0].value.seqs
             if isinstance(keys, Seq) and isinstance(values, Seq) and keys.keys is None \
                     and values.keys is None and len(keys.items) == len(values.items) \
-                    and all(isinstance(k, Const) and isinstance(k.value, _SIMPLE)
+                    and all(isinstance(k, Const) and isinstance(k.value, pyops.SIMPLE)
                             for k in keys.items):
                 return Seq(items=values.items, keys=tuple(k.value for k in keys.items))
         if name == "dict" and func is UNKNOWN and not args:
             return Seq(items=tuple(a.value for a in kwargs.values()), keys=tuple(kwargs))
-        if name in _BUILTINS and func is UNKNOWN:
-            return _BUILTINS[name](args)
+        if name in pyops.BUILTINS and func is UNKNOWN:
+            return pyops.BUILTINS[name](args)
         for a in list(args) + list(kwargs.values()):
             self.escape(a.value)
         return UNKNOWN
@@ -1651,7 +1606,7 @@ class Interpreter:
             return UNKNOWN
         args = list(func.bound_args) + list(args)
         kwargs = {**dict(func.bound_kwargs), **kwargs}
-        if not unknown_params and _wrong_arity(node, args, kwargs):
+        if not unknown_params and pyops.wrong_arity(node, args, kwargs):
             # Python would raise TypeError here: our model of this call is off
             # (or the code is broken); either way, nothing to judge in it.
             for v in list(args) + list(kwargs.values()):
@@ -1666,7 +1621,7 @@ class Interpreter:
         mod = scope_parent.module or self.root
         # Code in another file remembers the call here that led to it.
         site = None if mod is self.root else (frame.site or call_node or self._root_stmt)
-        key = (id(node), in_kernel, kid, unknown_params, _args_key(args, kwargs),
+        key = (id(node), in_kernel, kid, unknown_params, pyops.args_key(args, kwargs),
                id(func.scope), id(site) if site is not None else 0,
                tuple((k, v.value) for k, v in self.pins.items()) if self.pins else ())
         if key in self._memo:
@@ -1707,7 +1662,7 @@ class Interpreter:
         # Arguments after a `*args` of unknown length: positions unknown,
         # unless the signature fixes them (no defaults, no *args): then the
         # arguments after it are the last parameters, `f(*xs, out, buf)`.
-        star_at = next((i for i, v in enumerate(args) if isinstance(v, _StarUnknown)), None)
+        star_at = next((i for i, v in enumerate(args) if isinstance(v, StarUnknown)), None)
         star = star_at is not None
         from_back: dict[str, Value] = {}
         after: list[Value] = []
@@ -1715,7 +1670,7 @@ class Interpreter:
         if star:
             after = args[star_at + 1:]
             args = args[:star_at]
-            if after and not _has_star(after) and a.vararg is None and not a.defaults \
+            if after and not pyops.has_star(after) and a.vararg is None and not a.defaults \
                     and not unknown_params and len(args) + len(after) <= len(positional) \
                     and not any(p.arg in kwargs for p in positional):
                 tail = positional[len(positional) - len(after):]
@@ -1742,9 +1697,9 @@ class Interpreter:
                 # `*refs` of unknown length: its first items are the known
                 # arguments before the unknown part, its last the ones after.
                 head = tuple(args[len(positional):star_at])
-                tail = tuple(after) if after and not _has_star(after) else ()
+                tail = tuple(after) if after and not pyops.has_star(after) else ()
                 middle = [v.elem for v in [args_star] + list(after)
-                          if isinstance(v, _StarUnknown) and v.elem is not UNKNOWN]
+                          if isinstance(v, StarUnknown) and v.elem is not UNKNOWN]
                 if middle and not head and not tail and len(middle) == len(after) + 1:
                     # all of it is of one known kind (`*blocks` of computed specs)
                     values[a.vararg.arg] = SeqOf(elem=join_all(middle))
@@ -1831,633 +1786,11 @@ class Interpreter:
 
     def call_api(self, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
                  frame: Frame) -> Value:
-        t = api.tail(name)
-        if t in api.DMA_MAKERS:
-            return self.dma(t, args, kwargs, node, frame)
-        if name in _NEW_REF:
-            # `jax.new_ref(x)` outside a kernel: a mutable array a core_map
-            # body closes over as a Ref (in HBM unless `memory_space=` says).
-            space = kwargs.get("memory_space")
-            where = Space.ANY if space is None else (binding.space_of(space.value) or Space.UNKNOWN)
-            x = args[0].value if args else UNKNOWN
-            return Ref(origin=f"{name.rsplit('.', 1)[-1]}(...)", space=where,
-                       shape=getattr(x, "shape", None), dtype=getattr(x, "dtype", None))
-        if t in api.SEM_OPS:
-            sem = _pick(args, kwargs, 0, "sem_or_view")
-            if sem is not None:
-                self.events.sem_ops.append(SemOp(site=self._site,
-                    api=t, node=node, sem=sem,
-                    decrement=kwargs.get("decrement"),
-                    device_id=kwargs.get("device_id"), kernel_id=frame.kernel_id))
-            return Array(origin=t) if t == "semaphore_read" else Const(value=None)
-        if t in ("load", "store") and name.startswith(("pl.", "pltpu.")):
-            ref = _pick(args, kwargs, 0, "ref")
-            if ref is not None:
-                val = _pick(args, kwargs, 1, "val") if t == "store" else None
-                self.events.accesses.append(RefAccess(kernel_id=self._kernel_id, site=self._site, kind=t, node=node, ref=ref, value=val))
-                if t == "load":
-                    shape = ref.value.shape if isinstance(ref.value, Ref) else None
-                    return Array(origin="load", shape=shape, decl=getattr(ref.value, "decl", None),
-                                 dtype=getattr(ref.value, "dtype", None))
-            return Const(value=None)
-        if t == "roll":
-            x = _pick(args, kwargs, 0, "x")
-            if x is not None:
-                self.events.rolls.append(RollCall(kernel_id=self._kernel_id, site=self._site, 
-                    node=node, x=x, shift=_pick(args, kwargs, 1, "shift"),
-                    axis=_pick(args, kwargs, 2, "axis"), stride=kwargs.get("stride"),
-                    stride_axis=kwargs.get("stride_axis")))
-            return Array(origin="pltpu.roll", shape=getattr(x.value, "shape", None) if x else None)
-        if t == "get_barrier_semaphore":
-            return Ref(origin="pltpu.get_barrier_semaphore()", space=Space.SEMAPHORE, shape=(),
-                       sem=SemKind.BARRIER)
-        if t == "pallas_call":
-            return binding.pallas_call(self, args, kwargs, node, frame)
-        if t == "kernel":
-            body = binding.callable_kernel(self, _pick(args, kwargs, 0, "body"))
-            if body is not None and isinstance(body.value, Seq) and body.value.items \
-                    and all(isinstance(b, Func) for b in body.value.items):
-                # Several bodies (SparseCore: one per mesh), each bound alike.
-                for one in body.value.items:
-                    binding.pl_kernel(self, one, kwargs, frame, node)
-                return UNKNOWN
-            if body is None or not isinstance(body.value, Func):
-                return binding.KernelDecorator(kwargs=tuple(kwargs.items()))
-            return binding.pl_kernel(self, body.value, kwargs, frame, node)
-        if t == "core_map":
-            return binding.CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
-        if t == "run_scoped":
-            body = _pick(args, kwargs, 0, "f")
-            if body is not None and isinstance(body.value, Func):
-                return self.run_scoped(body.value, args[1:], {k: v for k, v in kwargs.items()
-                                                             if k not in ("f", "collective_axes")},
-                                       node, frame)
-            return UNKNOWN
-        if t == "with_scoped":
-            return binding.WithScoped(args=tuple(args), kwargs=tuple(
-                (k, a) for k, a in kwargs.items() if k != "collective_axes"))
-        if t == "when":
-            return binding.WhenDecorator()
-        if t == "loop":
-            return binding.LoopDecorator()
-        if t == "emit_pipeline":
-            return binding.emit_pipeline(self, args, kwargs, node, frame)
-        if t in ("BlockSpec",):
-            return binding.block_spec(args, kwargs)
-        if t in ("VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
-                 "MemorySpace.HBM", "MemorySpace.ANY"):
-            return binding.memory_alloc(t.split(".")[-1], args, kwargs)
-        if t in api.SEM_TYPES:
-            return binding.sem_alloc(api.SEM_TYPES[t], args)
-        if t in ("PrefetchScalarGridSpec", "GridSpec"):
-            return binding.grid_spec(args, kwargs)
-        if t in ("ds", "dslice", "Slice"):
-            size = _pick(args, kwargs, 1, "size")
-            if size is not None and isinstance(size.value, Const) and isinstance(size.value.value, int):
-                return SliceVal(size=size.value.value)
-            return SliceVal()
-        if t in ("Squeezed", "squeezed"):
-            return Const(value=binding.SQUEEZED)
-        if t in ("Blocked", "Element", "BoundedSlice"):
-            size = _pick(args, kwargs, 0, "block_size")
-            return size.value if size is not None and isinstance(size.value, Const) else UNKNOWN
-        if t in ("program_id", "num_programs"):
-            return Array(origin=t)
-        if name in ("jax.ShapeDtypeStruct",):
-            return binding.shape_dtype(args, kwargs)
-        if name == "functools.partial":
-            if not args:
-                return UNKNOWN
-            inner = args[0].value
-            if isinstance(inner, Func):
-                return replace(inner, bound_args=inner.bound_args + tuple(a.value for a in args[1:]),
-                               bound_kwargs=inner.bound_kwargs + tuple(
-                                   (k, a.value) for k, a in kwargs.items()))
-            if isinstance(inner, Api):
-                return binding.PartialApi(api=inner.name, args=tuple(args[1:]),
-                                          kwargs=tuple(kwargs.items()))
-            if isinstance(inner, Choice):
-                return Choice(options=tuple(
-                    self.call_api(name, [Arg(args[0].node, option)] + args[1:], kwargs, node, frame)
-                    for option in inner.options))
-            return UNKNOWN
-        if name in ("lax.fori_loop",):
-            return self.fori_loop(args, kwargs, frame)
-        if name == "dataclasses.replace" and args \
-                and isinstance(args[0].value, Instance) and getattr(args[0].value.cls, "record", False):
-            new = Instance(args[0].value.cls)
-            new.attrs.update(args[0].value.attrs)
-            for k, a in kwargs.items():
-                new.attrs[k] = a.value
-            return new
-        if name in _TREE_MAPS:
-            return self.tree_map(args, frame, node)
-        if name in _TREE_LEAVES and args:
-            return tree_leaves(args[0].value)
-        if name in _TREE_FLATTENS and args:
-            return Seq(items=(tree_leaves(args[0].value), UNKNOWN))  # (leaves, treedef)
-        if name in ("lax.scan",):
-            body = _pick(args, kwargs, 0, "f")
-            init = _pick(args, kwargs, 1, "init")
-            if body is not None and isinstance(body.value, Func):
-                out = self.call_func(body.value, [init.value if init else UNKNOWN, UNKNOWN], {},
-                                     frame)
-                return Seq(items=(UNKNOWN, UNKNOWN)) if out is not UNKNOWN else UNKNOWN
-            return UNKNOWN
-        if name in ("lax.while_loop",):
-            body = _pick(args, kwargs, 1, "body_fun")
-            init = _pick(args, kwargs, 2, "init_val")
-            cond = _pick(args, kwargs, 0, "cond_fun")
-            if cond is not None and isinstance(cond.value, Func):
-                self.call_func(cond.value, [init.value if init else UNKNOWN], {}, frame)
-            if body is not None and isinstance(body.value, Func):
-                return self.call_func(body.value, [init.value if init else UNKNOWN], {}, frame)
-            return UNKNOWN
-        if name in ("lax.cond",):
-            # Any callable branch: a function, or a bound `copy.start`.
-            operands = args[3:]
-            results = [self.call(a.value, operands, {}, node, frame) for a in args[1:3]]
-            return join_all(results) if results else UNKNOWN
-        if name in ("lax.switch",):
-            br = args[1].value if len(args) > 1 else UNKNOWN
-            operands = args[2:]
-            if isinstance(br, Seq):
-                results = [self.call(b, operands, {}, node, frame) for b in br.items]
-                return join_all(results) if results else UNKNOWN
-            for a in args:
-                self.escape(a.value)
-            return UNKNOWN
-        hint = backend.of_api(name)
-        if hint is not None and hint != backend.TPU:
-            return backend.Hint(backend=hint)  # GPU compiler params, meshes, ...
-        if name.startswith("jnp.") and name[4:] in _DTYPES:
-            return Const(value=_DTYPES[name[4:]])
-        if name.startswith(("jnp.", "lax.", "jax.")) or name.startswith(("pl.", "pltpu.")):
-            if frame.kernel_id:
-                self.events.kernel_ops.append(KernelOp("call", name, node, tuple(
-                    a.value for a in args), frame.kernel_id))
-            for a in list(args) + list(kwargs.values()):
-                self.escape(a.value)
-            if name.startswith(("jnp.", "lax.")):
-                return Array(origin=name)
-            return UNKNOWN
-        for a in list(args) + list(kwargs.values()):
-            self.escape(a.value)
-        return UNKNOWN
-
-    def dma(self, t: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
-            frame: Frame) -> Value:
-        absent = Arg(None, UNKNOWN)
-        remote = t in ("make_async_remote_copy", "async_remote_copy")
-        call = DmaCall(site=self._site,
-            id=len(self.events.dmas), api=t, node=node,
-            src=_pick(args, kwargs, 0, "src_ref") or absent,
-            dst=_pick(args, kwargs, 1, "dst_ref") or absent,
-            sem=(_pick(args, kwargs, 3, "recv_sem") if remote
-                 else _pick(args, kwargs, 2, "sem")) or absent,
-            in_kernel=frame.kernel, kernel_id=frame.kernel_id,
-        )
-        if remote:
-            call.send_sem = _pick(args, kwargs, 2, "send_sem") or absent
-            call.device_id = _pick(args, kwargs, 4, "device_id") or absent
-        if t == "async_copy":
-            call.priority = kwargs.get("priority")
-            call.add = kwargs.get("add")
-        if t == "sync_copy":
-            call.sem = absent
-            call.add = kwargs.get("add")
-        self.events.dmas.append(call)
-        if t == "sync_copy":
-            return Const(value=None)
-        return Descriptor(origin=f"{t}(...) at line {node.lineno}", remote=remote,
-                          call_ids=frozenset({call.id}))
-
-    def run_scoped(self, body: Value, types: list[Arg], kw_types: dict[str, Arg],
-                   node: ast.AST, frame: Frame) -> Value:
-        refs, kw_refs = [], {}
-        for a in types:
-            refs.append(self._scoped_ref(a, node))
-        for k, a in kw_types.items():
-            if k == "collective_axes":
-                continue
-            kw_refs[k] = self._scoped_ref(a, node)
-        if not isinstance(body, Func):
-            return UNKNOWN
-        origins = {}
-        params = [p.arg for p in list(body.node.args.posonlyargs) + list(body.node.args.args)]
-        for i, p in enumerate(params[len(body.bound_args):]):
-            if i < len(types):
-                origins[p] = f"pl.run_scoped allocation #{i + 1}"
-        for k in kw_refs:
-            origins[k] = f"pl.run_scoped allocation `{k}`"
-        return self.call_func(body, refs, kw_refs, frame, param_origin=origins)
-
-    def _scoped_ref(self, a: Arg, call_node) -> Value:
-        alloc = binding.to_alloc(a.value)
-        if alloc is None and isinstance(a.value, Seq):  # a pytree of allocations
-            return Seq(items=tuple(self._scoped_ref(Arg(a.node, v), call_node)
-                                   for v in a.value.items), keys=a.value.keys)
-        if alloc is None:
-            return UNKNOWN
-        if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:
-            self.events.scoped.append(ScopedAlloc(kernel_id=self._kernel_id, site=self._site, node=a.node, space=alloc.space.value,
-                                                  call=call_node))
-        line = getattr(call_node, "lineno", 0)
-        col = getattr(a.node, "col_offset", 0)
-        return alloc.to_ref(f"pl.run_scoped allocation (line {line}, col {col})", a.node)
-
-    def fori_loop(self, args: list[Arg], kwargs: dict[str, Arg], frame: Frame) -> Value:
-        body = _pick(args, kwargs, 2, "body_fun")
-        init = _pick(args, kwargs, 3, "init_val")
-        if body is None or not isinstance(body.value, Func):
-            return UNKNOWN
-        carry = init.value if init is not None else UNKNOWN
-        frame.loop_depth += 1
-        try:
-            out = self.call_func(body.value, [UNKNOWN, carry], {}, frame)
-            out2 = self.call_func(body.value, [UNKNOWN, join(carry, out)], {}, frame)
-        finally:
-            frame.loop_depth -= 1
-        return join(join(carry, out), out2)
-
-    def tree_map(self, args: list[Arg], frame: Frame, node: ast.Call) -> Value:
-        """`jax.tree.map(f, xs, *rest)`: `f` on each leaf of a known list,
-        tuple or dict (`jax.tree.map(lambda d: d.start(), copies)`); `f` may
-        be an API too (`tree_map(jax.new_ref, operands)`)."""
-        if len(args) < 2 or not isinstance(args[0].value, (Func, Api)):
-            for a in args:
-                self.escape(a.value)
-            return UNKNOWN
-        fn, trees = args[0].value, [a.value for a in args[1:]]
-
-        def call(leaves: list[Value]) -> Value:
-            if isinstance(fn, Api):
-                # An unknown leaf may be a whole subtree: no claim about it.
-                if leaves[0] is UNKNOWN:
-                    return UNKNOWN
-                return self.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
-            return self.call_func(fn, leaves, {}, frame)
-
-        def leaf(v) -> bool:
-            return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None) \
-                and not is_record(v)
-
-        def walk(first, rest, depth):
-            if is_record(first) and depth < 4:
-                # A dataclass pytree: its data fields are mapped, its static
-                # fields (configuration) kept.
-                out = Instance(first.cls)
-                for k, item in first.attrs.items():
-                    if k in first.cls.static:
-                        out.attrs[k] = item
-                        continue
-                    others = [r.attrs.get(k, UNKNOWN) if isinstance(r, Instance) else UNKNOWN
-                              for r in rest]
-                    out.attrs[k] = walk(item, others, depth + 1)
-                return out
-            if isinstance(first, Seq) and depth < 4:
-                items = []
-                for i, item in enumerate(first.items):
-                    others = [r.items[i] if isinstance(r, Seq) and i < len(r.items) else UNKNOWN
-                              for r in rest]
-                    items.append(walk(item, others, depth + 1))
-                return replace(first, items=tuple(items))
-            if isinstance(first, SeqOf) and leaf(first.elem):
-                return SeqOf(elem=call([first.elem] + [UNKNOWN] * len(rest)))
-            if isinstance(first, Partial):
-                for item in first.head + first.tail:
-                    if leaf(item):
-                        call([item] + [UNKNOWN] * len(rest))
-                return UNKNOWN
-            if not leaf(first):
-                return first
-            return call([first] + list(rest))
-
-        if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
-                and not is_record(trees[0]):
-            for t in trees:
-                self.escape(t)
-            return UNKNOWN
-        return walk(trees[0], trees[1:], 0)
-
-    def invoke_pallas_callable(self, pc, args: list[Arg], frame: Frame) -> Value:
-        self.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
-        binding.run_kernel(self, pc, len(args) if not any(
-            isinstance(a.value, _StarUnknown) for a in args) else None, frame)
-        return UNKNOWN
+        """A call of a Pallas / JAX API: modelled by its family in apis/."""
+        return apis.call(self, name, args, kwargs, node, frame)
 
 
 # ---------------------------------------------------------------- helpers
-
-def tree_leaves(v: Value, depth: int = 0) -> Value:
-    """`jax.tree.leaves(tree)`: the leaves in jax's order (lists and tuples
-    in order, dicts by sorted key, dataclass pytrees by field, static fields
-    and None left out). A Seq when the structure is known; SeqOf when only
-    the kind of the leaves is; else Unknown."""
-    if depth > 6:
-        return UNKNOWN
-    if isinstance(v, Const) and v.value is None:
-        return Seq(items=())
-    if isinstance(v, Seq):
-        items = v.items
-        if v.keys is not None:
-            try:
-                items = tuple(x for _, x in sorted(zip(v.keys, v.items), key=lambda kv: kv[0]))
-            except TypeError:
-                return UNKNOWN
-        parts = [tree_leaves(x, depth + 1) for x in items]
-    elif is_record(v):
-        names = [f for f in v.cls.fields if f not in v.cls.static] \
-            or [k for k in v.attrs if k not in v.cls.static]
-        parts = [tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
-    elif isinstance(v, SeqOf):
-        inner = tree_leaves(v.elem, depth + 1)
-        elems = inner.items if isinstance(inner, Seq) else \
-            [inner.elem] if isinstance(inner, SeqOf) else []
-        known = join_all(elems) if elems else UNKNOWN
-        return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
-    elif isinstance(v, (Ref, Array, Descriptor)):
-        return Seq(items=(v,))
-    else:
-        return UNKNOWN
-    if all(isinstance(p, Seq) for p in parts):
-        return Seq(items=tuple(x for p in parts for x in p.items))
-    if any(p is UNKNOWN for p in parts):
-        return UNKNOWN
-    elems = [x for p in parts for x in (p.items if isinstance(p, Seq) else (p.elem,))]
-    known = join_all(elems)
-    return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
-
-
-def _static_field(value: ast.expr) -> bool:
-    """`dataclasses.field(metadata=dict(static=True))`, `field(static=True)`,
-    flax's `struct.field(pytree_node=False)`: not a pytree leaf."""
-    if not isinstance(value, ast.Call):
-        return False
-    for kw in ast.walk(value):
-        if isinstance(kw, ast.keyword) and kw.arg == "static" \
-                and isinstance(kw.value, ast.Constant) and kw.value.value is True:
-            return True
-        if isinstance(kw, ast.keyword) and kw.arg == "pytree_node" \
-                and isinstance(kw.value, ast.Constant) and kw.value.value is False:
-            return True
-        if isinstance(kw, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "static"
-                                            and isinstance(x, ast.Constant) and x.value is True
-                                            for k, x in zip(kw.keys, kw.values)):
-            return True
-    return False
-
-
-@dataclass(frozen=True)
-class _StarUnknown(Value):
-    """A `*args` whose length is not known; `elem` is what each of its items
-    is, when that is known (`*blocks` of a pipeline's computed specs)."""
-
-    elem: Value = UNKNOWN
-
-
-_STAR_UNKNOWN = _StarUnknown()
-STAR_UNKNOWN = _STAR_UNKNOWN
-
-
-def _has_star(values) -> bool:
-    return any(isinstance(v, _StarUnknown) for v in values)
-
-
-@dataclass(frozen=True)
-class _Zip(Value):
-    seqs: tuple = ()
-
-
-@dataclass(frozen=True)
-class _Enumerate(Value):
-    seq: Value = UNKNOWN
-
-
-def _builtin_zip(args):
-    return _Zip(seqs=tuple(a.value for a in args))
-
-
-def _builtin_enumerate(args):
-    return _Enumerate(seq=args[0].value) if args else UNKNOWN
-
-
-def _builtin_len(args):
-    if args and isinstance(args[0].value, Seq):
-        return Const(value=len(args[0].value.items))
-    return UNKNOWN
-
-
-def _builtin_tuple(args):
-    if args and isinstance(args[0].value, Seq):
-        return Seq(items=args[0].value.items)
-    if args and isinstance(args[0].value, (Partial, SeqOf)):
-        return args[0].value
-    if args and isinstance(args[0].value, Iter):
-        return join_all(args[0].value.rests())
-    return UNKNOWN
-
-
-def _concat_partial(a: Value, b: Value) -> Value:
-    """`xs + ys` (or `[*xs, *ys]`) where one side's length is unknown (a
-    Partial, or a SeqOf: nothing known but its items' kind): the front of
-    the left and the back of the right are still known."""
-    def parts(v):
-        if isinstance(v, Seq) and v.keys is None:
-            return v.items, v.items, True
-        if isinstance(v, Partial):
-            return v.head, v.tail, False
-        if isinstance(v, SeqOf):
-            return (), (), False
-        return None
-    pa, pb = parts(a), parts(b)
-    if pa is None or pb is None:
-        return UNKNOWN
-    head = pa[0] + pb[0] if pa[2] else pa[0]
-    tail = pa[1] + pb[1] if pb[2] else pb[1]
-    # Items of the unknown part are like its `elem`, not like the known ones.
-    elems = list(pa[0]) + list(pa[1]) + list(pb[0]) + list(pb[1]) \
-        + [v.elem for v in (a, b) if isinstance(v, (Partial, SeqOf))]
-    return Partial(head=tuple(head[:MAX_SEQ]), tail=tuple(tail[-MAX_SEQ:]),
-                   elem=join_all(elems) if len(elems) <= 64 else UNKNOWN)
-
-
-def _builtin_iter(args):
-    if args and isinstance(args[0].value, (Seq, Partial, SeqOf)):
-        v = args[0].value
-        if isinstance(v, Seq) and v.keys is not None:
-            return UNKNOWN
-        return Iter(rest=v)
-    return UNKNOWN
-
-
-def _builtin_unknown(args):
-    return UNKNOWN
-
-
-def _builtin_isinstance(args):
-    """`isinstance(out_type, (tuple, list))`: False for a value the engine
-    knows is no container (a ShapeDtypeStruct, a Ref, a number); True for a
-    list or tuple when both are named. Other classes: unknown."""
-    if len(args) != 2 or args[1].node is None:
-        return UNKNOWN
-    cls = args[1].node
-    elts = cls.elts if isinstance(cls, ast.Tuple) else [cls]
-    if not elts or not all(isinstance(e, ast.Name) and e.id in ("tuple", "list") for e in elts):
-        return UNKNOWN
-    names = {e.id for e in elts}
-    v = args[0].value
-    if isinstance(v, (ShapeDtype, Ref, Array, Alloc, Spec, Descriptor)) or (
-            isinstance(v, Const) and isinstance(v.value, (type(None), bool, int, float, str))):
-        return Const(value=False)
-    if isinstance(v, Seq) and v.keys is None and names == {"tuple", "list"}:
-        return Const(value=True)
-    return UNKNOWN
-
-
-@dataclass(frozen=True)
-class _Range(Value):
-    n: int = 0
-
-
-def _builtin_range(args):
-    if len(args) == 1 and isinstance(args[0].value, Const) and isinstance(args[0].value.value, int):
-        return _Range(n=args[0].value.value)
-    return UNKNOWN
-
-
-def _builtin_const(fn):
-    """int / bool / float / abs / max / min on known numbers (`int(has_bias)`
-    counts operands); anything else unknown."""
-    def apply(args):
-        values = [a.value for a in args]
-        if not values or not all(isinstance(v, Const) and isinstance(v.value, (bool, int, float))
-                                 for v in values):
-            return UNKNOWN
-        try:
-            out = fn(*(v.value for v in values))
-        except (TypeError, ValueError, OverflowError):
-            return UNKNOWN
-        return Const(value=out)
-    return apply
-
-
-_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
-
-_BUILTINS = {"zip": _builtin_zip, "enumerate": _builtin_enumerate, "len": _builtin_len,
-             "tuple": _builtin_tuple, "list": _builtin_tuple, "range": _builtin_range,
-             "iter": _builtin_iter,
-             "isinstance": _builtin_isinstance, "print": _builtin_unknown,
-             "int": _builtin_const(int), "bool": _builtin_const(bool),
-             "float": _builtin_const(float), "abs": _builtin_const(abs),
-             "max": _builtin_const(max), "min": _builtin_const(min)}
-
-_DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
-                          "int8", "int64", "uint32", "uint8", "uint16", "bool_",
-                          "float8_e4m3fn", "float8_e5m2", "int4")}
-
-
-_BUFFERED_HOOKS = ("copy_in", "copy_out", "wait_in", "wait_out")
-_BUFFERED_SLOTS = ("current_copy_in_slot", "current_copy_out_slot", "current_wait_in_slot",
-                   "current_wait_out_slot", "copy_in_slot", "copy_out_slot", "wait_in_slot",
-                   "wait_out_slot")
-
-
-def _used_as_ref(func: ast.AST, name: str) -> bool:
-    """Is `name` never unpacked, iterated, measured or given non-Ref
-    attributes in `func` (a pytree of Refs would be)?"""
-    parents: dict[int, ast.AST] = {}
-    for node in ast.walk(func):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    for node in ast.walk(func):
-        if not (isinstance(node, ast.Name) and node.id == name):
-            continue
-        up = parents.get(id(node))
-        if isinstance(up, ast.Attribute) and up.attr not in _REF_ATTRS:
-            return False
-        if isinstance(up, (ast.Assign, ast.For, ast.comprehension, ast.Starred)) \
-                and getattr(up, "value", getattr(up, "iter", None)) is node:
-            return False
-        if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) \
-                and up.func.id in ("len", "iter", "list", "tuple", "isinstance", "zip"):
-            return False
-        if isinstance(up, ast.Subscript) and up.value is node \
-                and isinstance(up.slice, ast.Constant) and isinstance(up.slice.value, int):
-            return False  # `src_ref[0]`: the first of several operands, most likely
-    return True
-
-
-def _ref_annotation(ann: ast.expr | None) -> bool:
-    """No annotation, or one that names a Ref (`jax.Ref`, `pallas_core.TransformedRef`)."""
-    if ann is None:
-        return True
-    text = ast.unparse(ann)
-    return "Ref" in text and not any(t in text for t in ("tuple", "Tuple", "Sequence", "list",
-                                                         "Any", "dict"))
-
-
-def _ref_tuple_annotation(ann: ast.expr | None) -> list[bool] | None:
-    """`tuple[jax.Ref, jax.Ref, Schedule]` -> which items are Refs; None when
-    the annotation is not a fixed-length tuple with a Ref in it."""
-    if not isinstance(ann, ast.Subscript) or not isinstance(ann.value, (ast.Name, ast.Attribute)):
-        return None
-    if ast.unparse(ann.value).split(".")[-1] not in ("tuple", "Tuple"):
-        return None
-    items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-    if any(isinstance(i, ast.Constant) for i in items):  # `tuple[Ref, ...]`, `tuple[()]`
-        return None
-    refs = [isinstance(i, (ast.Name, ast.Attribute))
-            and ast.unparse(i).split(".")[-1] in ("Ref", "TransformedRef", "AbstractRef")
-            for i in items]
-    return refs if any(refs) else None
-
-
-_REF_ATTRS = ("at", "shape", "dtype", "ndim", "reshape", "bitcast", "T")
-_REF_SUFFIXES = ("_ref", "_hbm", "_vmem", "_smem")
-
-
-def _unpacked_refs(func: ast.AST, operand: str) -> tuple[list[bool], bool]:
-    """Which items of a tuple operand are Refs, from how `func` takes it
-    apart: `a_ref, n = operand` (all of its items: exact, when every such
-    unpacking has that length) or `q = operand[0]` (the first ones only). An
-    item is a Ref when every name it is bound to is used only as one (see
-    _used_as_ref) and either has `.at[...]` taken or is named like one
-    (`*_ref`, `*_hbm`, ...); anything else stays unknown."""
-    slots: dict[int, list[str]] = {}
-    lengths: set[int] = set()
-    for node in ast.walk(func):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-            continue
-        target, value = node.targets[0], node.value
-        if isinstance(value, ast.Name) and value.id == operand \
-                and isinstance(target, (ast.Tuple, ast.List)):
-            if not all(isinstance(e, ast.Name) for e in target.elts):
-                return [], False
-            lengths.add(len(target.elts))
-            for i, e in enumerate(target.elts):
-                slots.setdefault(i, []).append(e.id)
-        elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) \
-                and value.value.id == operand and isinstance(target, ast.Name) \
-                and isinstance(value.slice, ast.Constant) \
-                and type(value.slice.value) is int and 0 <= value.slice.value < 16:
-            slots.setdefault(value.slice.value, []).append(target.id)
-    if not slots:
-        return [], False
-    dotted = {n.value.id for n in ast.walk(func) if isinstance(n, ast.Attribute)
-              and n.attr == "at" and isinstance(n.value, ast.Name)}
-    out = []
-    for i in range(max(slots) + 1):
-        names = slots.get(i, [])
-        out.append(bool(names) and all((n in dotted or n.endswith(_REF_SUFFIXES))
-                                       and _used_as_ref(func, n) for n in names))
-    exact = len(lengths) == 1 and max(slots) + 1 == next(iter(lengths))
-    return (out, exact) if any(out) else ([], False)
-
-
-def _is_buffered_ref(value: Value) -> bool:
-    return isinstance(value, Api) and value.name.split(".")[-1] in ("BufferedRef",
-                                                                    "BufferedRefBase")
 
 
 def _harmless_base(value: Value, node: ast.expr) -> bool:
@@ -2470,165 +1803,7 @@ def _harmless_base(value: Value, node: ast.expr) -> bool:
     return name.split(".")[-1] in ("ABC", "Generic", "Protocol")
 
 
-def _pytree_registration(value: Value) -> bool:
-    """@jax.tree_util.register_dataclass and friends leave the class as it is."""
-    return isinstance(value, Api) and value.name.split(".")[-1] in (
-        "register_dataclass", "register_pytree_node_class", "register_static")
-
-
-def _pick(args: list[Arg], kwargs: dict[str, Arg], index: int, keyword: str) -> Arg | None:
-    if keyword in kwargs:
-        return kwargs[keyword]
-    if index < len(args):
-        return args[index]
-    return None
-
-
-def _truthiness(v: Value) -> bool | None:
-    if isinstance(v, Const):
-        try:
-            return bool(v.value)
-        except Exception:
-            return None
-    return None
-
-
-def _stored(base: Value, index: Value, value: Value) -> Value:
-    """`base[index] = value` for a list or dict the engine holds."""
-    key = index.value if isinstance(index, Const) and isinstance(index.value, _SIMPLE) else None
-    if isinstance(base, Seq) and key is not None:
-        if base.keys is not None:
-            if key in base.keys:
-                i = base.keys.index(key)
-                return Seq(items=base.items[:i] + (value,) + base.items[i + 1:], keys=base.keys)
-            return Seq(items=base.items + (value,), keys=base.keys + (key,))
-        if type(key) is int and -len(base.items) <= key < len(base.items):
-            i = key % len(base.items)
-            return Seq(items=base.items[:i] + (value,) + base.items[i + 1:])
-    # An unknown key: the items are all like the ones seen, and this one.
-    old = [base.elem] if isinstance(base, SeqOf) else list(base.items)
-    return SeqOf(elem=join_all(old + [value]))
-
-
-def _closure(scope: tuple, names: tuple) -> list:
-    """The values of `names` in a (parent, vars) snapshot of a closure."""
-    parent, vars = scope
-    return [vars[n] if n in vars else (parent.lookup(n) if parent is not None else None)
-            for n in names]
-
-
-def _free_names(func: ast.AST) -> tuple:
-    """Names a def reads that it (and the defs inside it) does not bind:
-    what it takes from its closure or the module."""
-    loads, stores = set(), set()
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name):
-            (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
-        elif isinstance(node, ast.arg):
-            stores.add(node.arg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                and node is not func:
-            stores.add(node.name)
-    return tuple(sorted(loads - stores))
-
-
-def _pattern_matches(pattern: ast.pattern, subject: Value) -> bool | None:
-    """Does a `case` pattern match? None when the engine cannot tell."""
-    if isinstance(pattern, ast.MatchAs) and pattern.pattern is None:
-        return True  # `case _` / `case name`
-    known = isinstance(subject, Const) and isinstance(subject.value, _SIMPLE)
-    if isinstance(pattern, ast.MatchValue) and isinstance(pattern.value, ast.Constant):
-        if not known:
-            return None
-        return type(subject.value) is type(pattern.value.value) \
-            and subject.value == pattern.value.value
-    if isinstance(pattern, ast.MatchSingleton):
-        return subject.value is pattern.value if known else None
-    if isinstance(pattern, ast.MatchOr):
-        results = [_pattern_matches(p, subject) for p in pattern.patterns]
-        return True if True in results else False if all(r is False for r in results) else None
-    return None
-
-
-def _pattern_names(pattern: ast.pattern) -> list[str]:
-    return [n.name for n in ast.walk(pattern)
-            if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name] + \
-        [n.rest for n in ast.walk(pattern) if isinstance(n, ast.MatchMapping) and n.rest]
-
-
-def _is_none(v: Value) -> bool | None:
-    if isinstance(v, Const):
-        return v.value is None
-    if getattr(v, "nullable", False):
-        return None
-    if isinstance(v, (Ref, Array, Descriptor, Seq, Func, Instance, ClassVal, Given)):
-        return False
-    return None
-
-
-MAX_INT_BITS = 256  # constant folding beyond this is not shape arithmetic: Unknown
-MAX_SEQ = 4096  # longest list/tuple the engine keeps item by item
-
-
 _ENUM_BASES = {"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"}
-_SIMPLE = (int, float, str, bool, type(None))
-
-
-def _const_compare(a, b, op) -> Value:
-    """Fold comparisons of plain constants (ints, strings, enum members)."""
-    if not (isinstance(a, _SIMPLE) and isinstance(b, _SIMPLE)):
-        return UNKNOWN
-    try:
-        if isinstance(op, (ast.Eq, ast.Is)):
-            return Const(value=a == b)
-        if isinstance(op, (ast.NotEq, ast.IsNot)):
-            return Const(value=a != b)
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            if isinstance(op, ast.Lt):
-                return Const(value=a < b)
-            if isinstance(op, ast.LtE):
-                return Const(value=a <= b)
-            if isinstance(op, ast.Gt):
-                return Const(value=a > b)
-            if isinstance(op, ast.GtE):
-                return Const(value=a >= b)
-    except TypeError:
-        return UNKNOWN
-    return UNKNOWN
-
-
-def _const_binop(a, b, op) -> Value:
-    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
-        return UNKNOWN
-    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
-        return UNKNOWN  # e.g. repeated squaring: the product would take forever
-    try:
-        if isinstance(op, ast.Add):
-            return Const(value=a + b)
-        if isinstance(op, ast.Sub):
-            return Const(value=a - b)
-        if isinstance(op, ast.Mult):
-            return Const(value=a * b)
-        if isinstance(op, ast.FloorDiv):
-            return Const(value=a // b)
-        if isinstance(op, ast.Mod):
-            return Const(value=a % b)
-    except (ZeroDivisionError, OverflowError):
-        return UNKNOWN
-    return UNKNOWN
-
-
-def _wrong_arity(node, args: list, kwargs: dict) -> bool:
-    """Too many positional arguments, or a keyword the function does not take."""
-    a = node.args
-    positional = list(a.posonlyargs) + list(a.args)
-    if a.vararg is None and not _has_star(args) and len(args) > len(positional):
-        return True
-    if a.kwarg is None and kwargs:
-        names = {p.arg for p in a.args} | {p.arg for p in a.kwonlyargs}
-        if any(k not in names for k in kwargs):
-            return True
-    return False
 
 
 # Node type -> handler (`stmt_If`, `expr_Call`...): one dict lookup per node.
@@ -2637,353 +1812,13 @@ _STMT = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
 _EXPR = {getattr(ast, n[5:]): f for n, f in vars(Interpreter).items()
          if n.startswith("expr_") and hasattr(ast, n[5:])}
 
-_NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.experimental.mutable_array",
-            "jax._src.core.mutable_array"}
-_TREE_LEAVES = ("jax.tree.leaves", "jax.tree_util.tree_leaves", "tree_util.tree_leaves",
-                "tree.leaves", "jax._src.tree_util.tree_leaves")
-_TREE_FLATTENS = ("jax.tree.flatten", "jax.tree_util.tree_flatten", "tree_util.tree_flatten",
-                  "tree.flatten", "jax._src.tree_util.tree_flatten")
-_TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map",
-              "jax._src.tree_util.tree_map")
-_LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
-_LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
 
-
-def _launch_lines(lines: list[str]) -> list[int]:
-    """1-based lines that may launch a kernel. The substring test first: the
-    regex alone, tried at every position of every line, costs more."""
-    return [i + 1 for i, text in enumerate(lines)
-            if ("kernel" in text or "pallas_call" in text or "core_map" in text)
-            and _LAUNCH_TEXT.search(text)]
-
-
-MAX_VARIANTS = 8
 # Values `escape` has nothing to do for (checked by exact type: the fast path).
 _INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, SliceVal,
                     GridSpec, ModuleRef, Imported, type(None)})
 
 
-def _params_with_defaults(func: ast.AST) -> list[tuple[ast.arg, ast.expr]]:
-    """(parameter, default expression) for each parameter that has one."""
-    a = func.args
-    positional = list(a.posonlyargs) + list(a.args)
-    return list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
-        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-
-
-def _flag_variants(func: ast.AST) -> list[dict]:
-    """Flag settings to run a launcher with: every combination of up to
-    two boolean parameters with a literal default, else the defaults and
-    each flag flipped alone (code that needs two flags at once is rare, and
-    every run repeats the launcher). [] when it has no such flag."""
-    import itertools
-    a = func.args
-    positional = list(a.posonlyargs) + list(a.args)
-    pairs = _params_with_defaults(func)
-    flags = [(p.arg, d.value) for p, d in pairs
-             if isinstance(d, ast.Constant) and isinstance(d.value, bool)]
-    # `flag: bool` without a default is a flag too (the default counts as False).
-    defaulted = {p.arg for p, _ in pairs}
-    flags += [(p.arg, False) for p in positional + list(a.kwonlyargs)
-              if p.arg not in defaulted and isinstance(p.annotation, ast.Name)
-              and p.annotation.id == "bool"]
-    # So is a keyword-only parameter without a default that the body only
-    # ever tests (`if has_bias:`, `x if has_bias else None`): builders take
-    # their configuration that way.
-    named = {n for n, _ in flags}
-    candidates = [p for p in a.kwonlyargs
-                  if p.arg not in defaulted and p.arg not in named and p.annotation is None]
-    if candidates:  # the walk is the expensive part: only when it can add a flag
-        tested = _tested_names(func)
-        flags += [(p.arg, False) for p in candidates if p.arg in tested]
-    if not flags:
-        return []
-    if len(flags) <= 2:
-        combos = itertools.product((False, True), repeat=len(flags))
-        return [{name: Const(value=v) for (name, _), v in zip(flags, combo)} for combo in combos]
-    out = [{name: Const(value=d) for name, d in flags}]
-    for name, d in flags[:MAX_VARIANTS - 1]:
-        out.append({**out[0], name: Const(value=not d)})
-    return out
-
-
-MAX_LOCAL_FLAGS = 2
-
-
-def _local_flag_pins(func: ast.AST) -> list[dict]:
-    """Variants for a launcher's local flags: a name assigned once in its
-    body from a comparison or boolean expression (`push = rows <= cap`),
-    used only as a truth value, both in the launcher (where it shapes a
-    scratch or spec list) and in a kernel defined inside it (where it decides
-    which refs are unpacked). Analysed with the flag unknown, the list and
-    the unpacking disagree and everything after it is lost; pinned to True,
-    then False, both halves follow the same branch. Each pin maps the id of
-    the assignment to the value it takes when it is not a known constant."""
-    # Statements only (cheap): the candidates and the nested defs.
-    assigned: dict[str, list] = {}
-    nested: list[ast.AST] = []
-    stack = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            nested.append(node)
-            continue
-        if isinstance(node, ast.ClassDef):
-            continue
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    assigned.setdefault(t.id, []).append(
-                        node if len(node.targets) == 1 and isinstance(
-                            node.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None)
-                else:
-                    for sub in ast.walk(t):
-                        if isinstance(sub, ast.Name):
-                            assigned.setdefault(sub.id, []).append(None)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
-            for sub in ast.walk(node.target):
-                if isinstance(sub, ast.Name):
-                    assigned.setdefault(sub.id, []).append(None)
-        for name in ("body", "orelse", "finalbody", "handlers"):
-            stack.extend(getattr(node, name, None) or ())
-    candidates = {name: nodes[0] for name, nodes in assigned.items()
-                  if len(nodes) == 1 and nodes[0] is not None}
-    if not candidates or not nested:
-        return []
-    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
-    candidates = {n: v for n, v in candidates.items() if n not in params}
-    in_kernel: set[str] = set()
-    for fn in nested:
-        in_kernel |= _tested_names(fn) & candidates.keys()
-    if not in_kernel:
-        return []
-    tested_here = _tested_names(func)  # pure truth values across the launcher
-    own = _own_tests(func)  # ... tested in the launcher's own code too
-    out = []
-    for name in [n for n in candidates if n in in_kernel and n in tested_here and n in own]:
-        node = candidates[name]
-        out += [{id(node): Const(value=True)}, {id(node): Const(value=False)}]
-        if len(out) >= 2 * MAX_LOCAL_FLAGS:
-            break
-    return out
-
-
-def _own_tests(func: ast.AST) -> set[str]:
-    """Names tested (if / ternary / while) in `func` outside its nested defs."""
-    out: set[str] = set()
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and isinstance(node.test, ast.Name):
-            out.add(node.test.id)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
-MAX_OPTIONAL = 2  # optional arguments of a launcher run given, one at a time
-
-
-def _optional_variants(func: ast.AST, lines: list[str]) -> list[dict]:
-    """Variants for a launcher's optional operands (`bias=None`, tested with
-    `bias is None` / `is not None`): each given alone (the defaults run has
-    them all None). Run with unknown arguments, `if bias is not None:`
-    joins a spec list with and without the operand, and the kernel that
-    unpacks it is lost."""
-    pairs = _params_with_defaults(func)
-    # Operands only: unannotated, or annotated as an array (`jax.Array | None`);
-    # `float | None`, `str | None`, a config class... are options, not operands.
-    optional = [p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None
-                and (p.annotation is None or any(w in ast.unparse(p.annotation) for w in
-                                                 ("Array", "ndarray", "Ref", "Tensor")))]
-    if not optional:
-        return []
-    # Tested with `is None` somewhere in the function (its text: no AST walk).
-    text = "\n".join(lines[func.lineno - 1:getattr(func, "end_lineno", func.lineno)])
-    tested = [n for n in optional if re.search(rf"\b{re.escape(n)}\s+is\s+(not\s+)?None\b", text)]
-    if not tested:
-        return []
-    # `if x is None: x = default` / `x = d if x is None else x`: a default
-    # filled in, not an operand that may be missing (both runs agree).
-    defaulted = set()
-    stack = list(func.body)
-    while stack:  # statements only
-        node = stack.pop()
-        if isinstance(node, ast.If) and _none_test(node.test) is not None and not node.orelse \
-                and all(isinstance(b, ast.Assign) and len(b.targets) == 1
-                        and isinstance(b.targets[0], ast.Name)
-                        and b.targets[0].id == _none_test(node.test) for b in node.body):
-            defaulted.add(_none_test(node.test))
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.IfExp) \
-                and _none_test(node.value.test) == node.targets[0].id:
-            defaulted.add(node.targets[0].id)
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                stack.extend(getattr(node, field, None) or ())
-    names = [n for n in tested if n not in defaulted]
-    return [{name: GIVEN} for name in names[:MAX_OPTIONAL]]
-
-
-def _none_test(node: ast.AST) -> str | None:
-    """`x is None` / `x is not None` -> "x"."""
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 \
-            and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(node.left, ast.Name) \
-            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
-        return node.left.id
-    return None
-
-
-def _tested_names(func: ast.AST) -> set[str]:
-    """Names used only as truth values in `func` (tests of if / ternaries /
-    `not` / `and` / `or`); a name also used any other way is left out."""
-    tested: set[int] = set()
-    names = []
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                names.append(node)
-        elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
-            tested.add(id(node.test))
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            tested.add(id(node.operand))
-        elif isinstance(node, ast.BoolOp):
-            tested.update(id(v) for v in node.values)
-    as_test, other = set(), set()
-    for node in names:
-        (as_test if id(node) in tested else other).add(node.id)
-    return as_test - other
-
-
 MAX_UNROLL = 8  # a launcher's loop over this many known items runs item by item
-
-
-def _straight_loop(node: ast.For, cache: dict) -> bool:
-    """No `break` / `continue` / `return` / `yield` of this loop in its body
-    (then running each iteration in turn is what Python does)."""
-    hit = cache.get(id(node))
-    if hit is None:
-        hit = True
-        stack = list(node.body)
-        while stack:
-            n = stack.pop()
-            if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)):
-                hit = False
-                break
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
-                # its own break/continue are its business; returns still count
-                stack.extend(x for x in ast.walk(n) if isinstance(x, (ast.Return, ast.Yield,
-                                                                      ast.YieldFrom)))
-                continue
-            stack.extend(ast.iter_child_nodes(n))
-        cache[id(node)] = hit
-    return hit
-
-
-def _required_args(func: Func) -> tuple[list, dict]:
-    """Unknown values for the parameters of `func` that have neither a
-    default nor a bound value: the smallest call a user can make."""
-    a = func.node.args
-    positional = list(a.posonlyargs) + list(a.args)
-    bound = dict(func.bound_kwargs)
-    rest = positional[len(func.bound_args):]
-    required = rest[:max(0, len(rest) - len(a.defaults))]  # defaults are the last ones
-    args = []
-    for p in required:
-        if p.arg in bound:
-            break  # the rest are passed by keyword (bound), as Python requires
-        args.append(UNKNOWN)
-    kwargs = {p.arg: UNKNOWN for p, d in zip(a.kwonlyargs, a.kw_defaults)
-              if d is None and p.arg not in bound}
-    return args, kwargs
-
-
-def _mentions(func: ast.AST, lines: list[int]) -> bool:
-    """Is one of `lines` (sorted, 1-based) inside the def? (a cheap filter)"""
-    import bisect
-    i = bisect.bisect_left(lines, func.lineno)
-    return i < len(lines) and lines[i] <= (func.end_lineno or func.lineno)
-
-
-def _unreached_launch(func: ast.AST, reached: set[int]) -> bool:
-    """Does this def contain a pallas_call / pl.kernel / core_map call the
-    analysis has not reached?"""
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and id(node) not in reached:
-            f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if name in _LAUNCH_NAMES:
-                return True
-    return False
-
-
-def _exposed_reads(loop: ast.AST) -> frozenset:
-    """Names a loop body may read from the previous iteration: every name it
-    loads, except where an assignment earlier on every path through the
-    body has already rebound it. Reads inside nested functions count
-    wherever they are (they run when called)."""
-    out: set[str] = set()
-
-    def loads(node, assigned: set):
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, ast.Name):
-                if isinstance(n.ctx, ast.Load) and n.id not in assigned:
-                    out.add(n.id)
-                continue
-            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                out.add(n.target.id)  # `x += 1` reads x (its target is a Store)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                out.update(m.id for m in ast.walk(n) if isinstance(m, ast.Name))
-                continue
-            stack.extend(ast.iter_child_nodes(n))
-
-    def targets(node) -> set:
-        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-    def block(stmts, assigned: set) -> set:
-        for stmt in stmts:
-            if isinstance(stmt, ast.If):
-                loads(stmt.test, assigned)
-                block(stmt.body, set(assigned))
-                block(stmt.orelse, set(assigned))
-            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-                loads(stmt.iter, assigned)
-                block(stmt.body, assigned | targets(stmt.target))
-                block(stmt.orelse, set(assigned))
-            elif isinstance(stmt, ast.While):
-                loads(stmt.test, assigned)
-                block(stmt.body, set(assigned))
-                block(stmt.orelse, set(assigned))
-            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-                for item in stmt.items:
-                    loads(item.context_expr, assigned)
-                    if item.optional_vars is not None:
-                        assigned |= targets(item.optional_vars)
-                assigned = block(stmt.body, assigned)  # the body always runs
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                if stmt.value is not None:
-                    loads(stmt.value, assigned)
-                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
-                    if isinstance(t, (ast.Name, ast.Tuple, ast.List)):
-                        assigned |= targets(t)
-                    else:
-                        loads(t, assigned)  # `x[i] = v`, `o.a = v` read x, o
-            else:
-                loads(stmt, assigned)
-        return assigned
-
-    first: set[str] = set()
-    if isinstance(loop, (ast.For, ast.AsyncFor)):
-        first = targets(loop.target)
-    if isinstance(loop, ast.While):
-        loads(loop.test, set())  # also evaluated again after the body
-    block(loop.body, first)
-    return frozenset(out)
 
 
 def _real(path: str) -> str:
@@ -2991,20 +1826,3 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _args_key(args: list, kwargs: dict) -> tuple:
-    """Arguments as a hashable key; instances are mutable, so their write
-    counts are part of it."""
-    versions = tuple(v.version for v in list(args) + list(kwargs.values())
-                     if isinstance(v, Instance))
-    return _key(args), _key(sorted(kwargs.items())), versions
-
-
-def _key(obj):
-    """A hashable stand-in for argument values (for memoising calls)."""
-    try:
-        hash(obj)
-        return obj
-    except TypeError:
-        if isinstance(obj, (list, tuple)):
-            return tuple(_key(o) for o in obj)
-        return id(obj)

@@ -426,3 +426,15 @@ class Instance(Value):
 
     def describe(self) -> str:
         return self.origin
+
+
+@dataclass(frozen=True)
+class StarUnknown(Value):
+    """A `*args` whose length is not known; `elem` is what each of its items
+    is, when that is known (`*blocks` of a pipeline's computed specs)."""
+
+    elem: Value = UNKNOWN
+
+
+STAR_UNKNOWN = StarUnknown()
+

@@ -1,0 +1,63 @@
+"""Kernels and pipelines: `pallas_call`, `pl.kernel`, `core_map`,
+`emit_pipeline`, `run_scoped` / `with_scoped`, `pl.when` / `pl.loop`
+decorators and `program_id`. Binding a kernel's parameters is binding.py's
+job; this module only routes the calls there."""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from pallas_lsp.engine import binding
+from pallas_lsp.engine.events import Arg, pick
+from pallas_lsp.engine.model import Array, Func, Seq, Value
+from pallas_lsp.engine.values import UNKNOWN, StarUnknown
+
+if TYPE_CHECKING:
+    from pallas_lsp.engine.interp import Frame, Interpreter
+
+
+def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+           node: ast.Call, frame: Frame) -> Value | None:
+    if t == "pallas_call":
+        return binding.pallas_call(interp, args, kwargs, node, frame)
+    if t == "kernel":
+        body = binding.callable_kernel(interp, pick(args, kwargs, 0, "body"))
+        if body is not None and isinstance(body.value, Seq) and body.value.items \
+                and all(isinstance(b, Func) for b in body.value.items):
+            # Several bodies (SparseCore: one per mesh), each bound alike.
+            for one in body.value.items:
+                binding.pl_kernel(interp, one, kwargs, frame, node)
+            return UNKNOWN
+        if body is None or not isinstance(body.value, Func):
+            return binding.KernelDecorator(kwargs=tuple(kwargs.items()))
+        return binding.pl_kernel(interp, body.value, kwargs, frame, node)
+    if t == "core_map":
+        return binding.CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
+    if t == "run_scoped":
+        body = pick(args, kwargs, 0, "f")
+        if body is not None and isinstance(body.value, Func):
+            return binding.run_scoped(interp, body.value, args[1:], {
+                k: v for k, v in kwargs.items() if k not in ("f", "collective_axes")}, node, frame)
+        return UNKNOWN
+    if t == "with_scoped":
+        return binding.WithScoped(args=tuple(args), kwargs=tuple(
+            (k, a) for k, a in kwargs.items() if k != "collective_axes"))
+    if t == "when":
+        return binding.WhenDecorator()
+    if t == "loop":
+        return binding.LoopDecorator()
+    if t == "emit_pipeline":
+        return binding.emit_pipeline(interp, args, kwargs, node, frame)
+    if t in ("program_id", "num_programs"):
+        return Array(origin=t)
+    return None
+
+
+def invoke_pallas_callable(interp: Interpreter, pc: binding.PallasCallable, args: list[Arg],
+                           frame: Frame) -> Value:
+    """`pl.pallas_call(kernel, ...)(*operands)`: the kernel runs with as many
+    operands as the call passes (unknown when one is a `*args` of unknown length)."""
+    interp.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
+    binding.run_kernel(interp, pc, len(args) if not any(
+        isinstance(a.value, StarUnknown) for a in args) else None, frame)
+    return UNKNOWN

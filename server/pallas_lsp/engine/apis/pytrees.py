@@ -1,0 +1,173 @@
+"""Pytrees: `jax.tree.map` / `tree_util.tree_map` over lists, dicts and
+registered dataclasses of Refs or descriptors, `tree.leaves` / `flatten`
+in jax's order, `dataclasses.replace`, and which dataclass fields are
+static (configuration, not leaves)."""
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pallas_lsp.engine.events import Arg
+from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
+from pallas_lsp.engine.values import UNKNOWN, Instance, Partial, SeqOf, is_record, join_all
+
+if TYPE_CHECKING:
+    from pallas_lsp.engine.interp import Frame, Interpreter
+
+
+def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+           node: ast.Call, frame: Frame) -> Value | None:
+    if name == "dataclasses.replace" and args \
+            and isinstance(args[0].value, Instance) and getattr(args[0].value.cls, "record", False):
+        new = Instance(args[0].value.cls)
+        new.attrs.update(args[0].value.attrs)
+        for k, a in kwargs.items():
+            new.attrs[k] = a.value
+        return new
+    if name in TREE_MAPS:
+        return tree_map(interp, args, frame, node)
+    if name in TREE_LEAVES and args:
+        return tree_leaves(args[0].value)
+    if name in TREE_FLATTENS and args:
+        return Seq(items=(tree_leaves(args[0].value), UNKNOWN))  # (leaves, treedef)
+    return None
+
+
+def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call) -> Value:
+    """`jax.tree.map(f, xs, *rest)`: `f` on each leaf of a known list,
+    tuple or dict (`jax.tree.map(lambda d: d.start(), copies)`); `f` may
+    be an API too (`tree_map(jax.new_ref, operands)`)."""
+    if len(args) < 2 or not isinstance(args[0].value, (Func, Api)):
+        for a in args:
+            interp.escape(a.value)
+        return UNKNOWN
+    fn, trees = args[0].value, [a.value for a in args[1:]]
+
+    def call(leaves: list[Value]) -> Value:
+        if isinstance(fn, Api):
+            # An unknown leaf may be a whole subtree: no claim about it.
+            if leaves[0] is UNKNOWN:
+                return UNKNOWN
+            return interp.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
+        return interp.call_func(fn, leaves, {}, frame)
+
+    def leaf(v) -> bool:
+        return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None) \
+            and not is_record(v)
+
+    def walk(first, rest, depth):
+        if is_record(first) and depth < 4:
+            # A dataclass pytree: its data fields are mapped, its static
+            # fields (configuration) kept.
+            out = Instance(first.cls)
+            for k, item in first.attrs.items():
+                if k in first.cls.static:
+                    out.attrs[k] = item
+                    continue
+                others = [r.attrs.get(k, UNKNOWN) if isinstance(r, Instance) else UNKNOWN
+                          for r in rest]
+                out.attrs[k] = walk(item, others, depth + 1)
+            return out
+        if isinstance(first, Seq) and depth < 4:
+            items = []
+            for i, item in enumerate(first.items):
+                others = [r.items[i] if isinstance(r, Seq) and i < len(r.items) else UNKNOWN
+                          for r in rest]
+                items.append(walk(item, others, depth + 1))
+            return replace(first, items=tuple(items))
+        if isinstance(first, SeqOf) and leaf(first.elem):
+            return SeqOf(elem=call([first.elem] + [UNKNOWN] * len(rest)))
+        if isinstance(first, Partial):
+            for item in first.head + first.tail:
+                if leaf(item):
+                    call([item] + [UNKNOWN] * len(rest))
+            return UNKNOWN
+        if not leaf(first):
+            return first
+        return call([first] + list(rest))
+
+    if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
+            and not is_record(trees[0]):
+        for t in trees:
+            interp.escape(t)
+        return UNKNOWN
+    return walk(trees[0], trees[1:], 0)
+
+
+
+def tree_leaves(v: Value, depth: int = 0) -> Value:
+    """`jax.tree.leaves(tree)`: the leaves in jax's order (lists and tuples
+    in order, dicts by sorted key, dataclass pytrees by field, static fields
+    and None left out). A Seq when the structure is known; SeqOf when only
+    the kind of the leaves is; else Unknown."""
+    if depth > 6:
+        return UNKNOWN
+    if isinstance(v, Const) and v.value is None:
+        return Seq(items=())
+    if isinstance(v, Seq):
+        items = v.items
+        if v.keys is not None:
+            try:
+                items = tuple(x for _, x in sorted(zip(v.keys, v.items), key=lambda kv: kv[0]))
+            except TypeError:
+                return UNKNOWN
+        parts = [tree_leaves(x, depth + 1) for x in items]
+    elif is_record(v):
+        names = [f for f in v.cls.fields if f not in v.cls.static] \
+            or [k for k in v.attrs if k not in v.cls.static]
+        parts = [tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
+    elif isinstance(v, SeqOf):
+        inner = tree_leaves(v.elem, depth + 1)
+        elems = inner.items if isinstance(inner, Seq) else \
+            [inner.elem] if isinstance(inner, SeqOf) else []
+        known = join_all(elems) if elems else UNKNOWN
+        return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
+    elif isinstance(v, (Ref, Array, Descriptor)):
+        return Seq(items=(v,))
+    else:
+        return UNKNOWN
+    if all(isinstance(p, Seq) for p in parts):
+        return Seq(items=tuple(x for p in parts for x in p.items))
+    if any(p is UNKNOWN for p in parts):
+        return UNKNOWN
+    elems = [x for p in parts for x in (p.items if isinstance(p, Seq) else (p.elem,))]
+    known = join_all(elems)
+    return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
+
+
+def static_field(value: ast.expr) -> bool:
+    """`dataclasses.field(metadata=dict(static=True))`, `field(static=True)`,
+    flax's `struct.field(pytree_node=False)`: not a pytree leaf."""
+    if not isinstance(value, ast.Call):
+        return False
+    for kw in ast.walk(value):
+        if isinstance(kw, ast.keyword) and kw.arg == "static" \
+                and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            return True
+        if isinstance(kw, ast.keyword) and kw.arg == "pytree_node" \
+                and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+            return True
+        if isinstance(kw, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "static"
+                                            and isinstance(x, ast.Constant) and x.value is True
+                                            for k, x in zip(kw.keys, kw.values)):
+            return True
+    return False
+
+
+def pytree_registration(value: Value) -> bool:
+    """@jax.tree_util.register_dataclass and friends leave the class as it is."""
+    return isinstance(value, Api) and value.name.split(".")[-1] in (
+        "register_dataclass", "register_pytree_node_class", "register_static")
+
+
+TREE_LEAVES = ("jax.tree.leaves", "jax.tree_util.tree_leaves", "tree_util.tree_leaves",
+                "tree.leaves", "jax._src.tree_util.tree_leaves")
+
+
+TREE_FLATTENS = ("jax.tree.flatten", "jax.tree_util.tree_flatten", "tree_util.tree_flatten",
+                  "tree.flatten", "jax._src.tree_util.tree_flatten")
+
+
+TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map",
+              "jax._src.tree_util.tree_map")

@@ -1,0 +1,50 @@
+"""Ref operations that are API calls: `pl.load` / `pltpu.store` (recorded
+as `RefAccess`es like `x[...]`), `pltpu.roll`, and `jax.new_ref`, which
+makes a Ref outside any kernel (a mutable array a `core_map` body closes
+over)."""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from pallas_lsp.engine import binding
+from pallas_lsp.engine.events import Arg, RefAccess, RollCall, pick
+from pallas_lsp.engine.model import Array, Const, Ref, Space, Value
+from pallas_lsp.engine.values import UNKNOWN
+
+if TYPE_CHECKING:
+    from pallas_lsp.engine.interp import Frame, Interpreter
+
+NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.experimental.mutable_array",
+           "jax._src.core.mutable_array"}
+
+
+def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+           node: ast.Call, frame: Frame) -> Value | None:
+    if name in NEW_REF:
+        space = kwargs.get("memory_space")
+        where = Space.ANY if space is None else (binding.space_of(space.value) or Space.UNKNOWN)
+        x = args[0].value if args else UNKNOWN
+        return Ref(origin=f"{name.rsplit('.', 1)[-1]}(...)", space=where,
+                   shape=getattr(x, "shape", None), dtype=getattr(x, "dtype", None))
+    if t in ("load", "store") and name.startswith(("pl.", "pltpu.")):
+        ref = pick(args, kwargs, 0, "ref")
+        if ref is not None:
+            val = pick(args, kwargs, 1, "val") if t == "store" else None
+            interp.events.accesses.append(RefAccess(
+                kernel_id=interp._kernel_id, site=interp._site, kind=t, node=node, ref=ref,
+                value=val))
+            if t == "load":
+                shape = ref.value.shape if isinstance(ref.value, Ref) else None
+                return Array(origin="load", shape=shape, decl=getattr(ref.value, "decl", None),
+                             dtype=getattr(ref.value, "dtype", None))
+        return Const(value=None)
+    if t == "roll":
+        x = pick(args, kwargs, 0, "x")
+        if x is not None:
+            interp.events.rolls.append(RollCall(
+                kernel_id=interp._kernel_id, site=interp._site, node=node, x=x,
+                shift=pick(args, kwargs, 1, "shift"), axis=pick(args, kwargs, 2, "axis"),
+                stride=kwargs.get("stride"), stride_axis=kwargs.get("stride_axis")))
+        return Array(origin="pltpu.roll", shape=getattr(x.value, "shape", None) if x else None)
+    return None

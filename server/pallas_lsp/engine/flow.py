@@ -1,0 +1,118 @@
+"""Static facts about function and loop bodies, read from the AST: which
+names a loop reads from its previous iteration, whether a loop runs
+straight through, which names a def takes from its closure."""
+from __future__ import annotations
+
+import ast
+
+
+def closure_values(scope: tuple, names: tuple) -> list:
+    """The values of `names` in a (parent, vars) snapshot of a closure."""
+    parent, vars = scope
+    return [vars[n] if n in vars else (parent.lookup(n) if parent is not None else None)
+            for n in names]
+
+
+def free_names(func: ast.AST) -> tuple:
+    """Names a def reads that it (and the defs inside it) does not bind:
+    what it takes from its closure or the module."""
+    loads, stores = set(), set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
+        elif isinstance(node, ast.arg):
+            stores.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node is not func:
+            stores.add(node.name)
+    return tuple(sorted(loads - stores))
+
+
+def straight_loop(node: ast.For, cache: dict) -> bool:
+    """No `break` / `continue` / `return` / `yield` of this loop in its body
+    (then running each iteration in turn is what Python does)."""
+    hit = cache.get(id(node))
+    if hit is None:
+        hit = True
+        stack = list(node.body)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)):
+                hit = False
+                break
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
+                # its own break/continue are its business; returns still count
+                stack.extend(x for x in ast.walk(n) if isinstance(x, (ast.Return, ast.Yield,
+                                                                      ast.YieldFrom)))
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+        cache[id(node)] = hit
+    return hit
+
+
+def exposed_reads(loop: ast.AST) -> frozenset:
+    """Names a loop body may read from the previous iteration: every name it
+    loads, except where an assignment earlier on every path through the
+    body has already rebound it. Reads inside nested functions count
+    wherever they are (they run when called)."""
+    out: set[str] = set()
+
+    def loads(node, assigned: set):
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Name):
+                if isinstance(n.ctx, ast.Load) and n.id not in assigned:
+                    out.add(n.id)
+                continue
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                out.add(n.target.id)  # `x += 1` reads x (its target is a Store)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                out.update(m.id for m in ast.walk(n) if isinstance(m, ast.Name))
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+
+    def targets(node) -> set:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def block(stmts, assigned: set) -> set:
+        for stmt in stmts:
+            if isinstance(stmt, ast.If):
+                loads(stmt.test, assigned)
+                block(stmt.body, set(assigned))
+                block(stmt.orelse, set(assigned))
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                loads(stmt.iter, assigned)
+                block(stmt.body, assigned | targets(stmt.target))
+                block(stmt.orelse, set(assigned))
+            elif isinstance(stmt, ast.While):
+                loads(stmt.test, assigned)
+                block(stmt.body, set(assigned))
+                block(stmt.orelse, set(assigned))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    loads(item.context_expr, assigned)
+                    if item.optional_vars is not None:
+                        assigned |= targets(item.optional_vars)
+                assigned = block(stmt.body, assigned)  # the body always runs
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                if stmt.value is not None:
+                    loads(stmt.value, assigned)
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                    if isinstance(t, (ast.Name, ast.Tuple, ast.List)):
+                        assigned |= targets(t)
+                    else:
+                        loads(t, assigned)  # `x[i] = v`, `o.a = v` read x, o
+            else:
+                loads(stmt, assigned)
+        return assigned
+
+    first: set[str] = set()
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        first = targets(loop.target)
+    if isinstance(loop, ast.While):
+        loads(loop.test, set())  # also evaluated again after the body
+    block(loop.body, first)
+    return frozenset(out)

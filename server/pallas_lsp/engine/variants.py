@@ -1,0 +1,265 @@
+"""Launcher variants: the settings a launcher is run with besides unknown
+arguments (boolean flags, optional operands, local flags pinned per
+branch), and which defs may launch a kernel at all. Each variant is real
+code a user can reach, and running them one by one keeps a spec list and
+the kernel that unpacks it in step."""
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from pallas_lsp.engine.model import Const, Func
+from pallas_lsp.engine.values import GIVEN, UNKNOWN
+
+
+LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
+
+
+LAUNCH_TEXT = __import__("re").compile(r"pallas_call|core_map|\bkernel\s*\(")
+
+
+def launch_lines(lines: list[str]) -> list[int]:
+    """1-based lines that may launch a kernel. The substring test first: the
+    regex alone, tried at every position of every line, costs more."""
+    return [i + 1 for i, text in enumerate(lines)
+            if ("kernel" in text or "pallas_call" in text or "core_map" in text)
+            and LAUNCH_TEXT.search(text)]
+
+
+MAX_VARIANTS = 8
+
+
+def params_with_defaults(func: ast.AST) -> list[tuple[ast.arg, ast.expr]]:
+    """(parameter, default expression) for each parameter that has one."""
+    a = func.args
+    positional = list(a.posonlyargs) + list(a.args)
+    return list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) \
+        + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+
+
+def flag_variants(func: ast.AST) -> list[dict]:
+    """Flag settings to run a launcher with: every combination of up to
+    two boolean parameters with a literal default, else the defaults and
+    each flag flipped alone (code that needs two flags at once is rare, and
+    every run repeats the launcher). [] when it has no such flag."""
+    import itertools
+    a = func.args
+    positional = list(a.posonlyargs) + list(a.args)
+    pairs = params_with_defaults(func)
+    flags = [(p.arg, d.value) for p, d in pairs
+             if isinstance(d, ast.Constant) and isinstance(d.value, bool)]
+    # `flag: bool` without a default is a flag too (the default counts as False).
+    defaulted = {p.arg for p, _ in pairs}
+    flags += [(p.arg, False) for p in positional + list(a.kwonlyargs)
+              if p.arg not in defaulted and isinstance(p.annotation, ast.Name)
+              and p.annotation.id == "bool"]
+    # So is a keyword-only parameter without a default that the body only
+    # ever tests (`if has_bias:`, `x if has_bias else None`): builders take
+    # their configuration that way.
+    named = {n for n, _ in flags}
+    candidates = [p for p in a.kwonlyargs
+                  if p.arg not in defaulted and p.arg not in named and p.annotation is None]
+    if candidates:  # the walk is the expensive part: only when it can add a flag
+        tested = tested_names(func)
+        flags += [(p.arg, False) for p in candidates if p.arg in tested]
+    if not flags:
+        return []
+    if len(flags) <= 2:
+        combos = itertools.product((False, True), repeat=len(flags))
+        return [{name: Const(value=v) for (name, _), v in zip(flags, combo)} for combo in combos]
+    out = [{name: Const(value=d) for name, d in flags}]
+    for name, d in flags[:MAX_VARIANTS - 1]:
+        out.append({**out[0], name: Const(value=not d)})
+    return out
+
+
+MAX_LOCAL_FLAGS = 2
+
+
+def local_flag_pins(func: ast.AST) -> list[dict]:
+    """Variants for a launcher's local flags: a name assigned once in its
+    body from a comparison or boolean expression (`push = rows <= cap`),
+    used only as a truth value, both in the launcher (where it shapes a
+    scratch or spec list) and in a kernel defined inside it (where it decides
+    which refs are unpacked). Analysed with the flag unknown, the list and
+    the unpacking disagree and everything after it is lost; pinned to True,
+    then False, both halves follow the same branch. Each pin maps the id of
+    the assignment to the value it takes when it is not a known constant."""
+    # Statements only (cheap): the candidates and the nested defs.
+    assigned: dict[str, list] = {}
+    nested: list[ast.AST] = []
+    stack = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nested.append(node)
+            continue
+        if isinstance(node, ast.ClassDef):
+            continue
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(
+                        node if len(node.targets) == 1 and isinstance(
+                            node.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None)
+                else:
+                    for sub in ast.walk(t):
+                        if isinstance(sub, ast.Name):
+                            assigned.setdefault(sub.id, []).append(None)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            for sub in ast.walk(node.target):
+                if isinstance(sub, ast.Name):
+                    assigned.setdefault(sub.id, []).append(None)
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(node, name, None) or ())
+    candidates = {name: nodes[0] for name, nodes in assigned.items()
+                  if len(nodes) == 1 and nodes[0] is not None}
+    if not candidates or not nested:
+        return []
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    candidates = {n: v for n, v in candidates.items() if n not in params}
+    in_kernel: set[str] = set()
+    for fn in nested:
+        in_kernel |= tested_names(fn) & candidates.keys()
+    if not in_kernel:
+        return []
+    tested_here = tested_names(func)  # pure truth values across the launcher
+    own = own_tests(func)  # ... tested in the launcher's own code too
+    out = []
+    for name in [n for n in candidates if n in in_kernel and n in tested_here and n in own]:
+        node = candidates[name]
+        out += [{id(node): Const(value=True)}, {id(node): Const(value=False)}]
+        if len(out) >= 2 * MAX_LOCAL_FLAGS:
+            break
+    return out
+
+
+def own_tests(func: ast.AST) -> set[str]:
+    """Names tested (if / ternary / while) in `func` outside its nested defs."""
+    out: set[str] = set()
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and isinstance(node.test, ast.Name):
+            out.add(node.test.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+MAX_OPTIONAL = 2  # optional arguments of a launcher run given, one at a time
+
+
+def optional_variants(func: ast.AST, lines: list[str]) -> list[dict]:
+    """Variants for a launcher's optional operands (`bias=None`, tested with
+    `bias is None` / `is not None`): each given alone (the defaults run has
+    them all None). Run with unknown arguments, `if bias is not None:`
+    joins a spec list with and without the operand, and the kernel that
+    unpacks it is lost."""
+    pairs = params_with_defaults(func)
+    # Operands only: unannotated, or annotated as an array (`jax.Array | None`);
+    # `float | None`, `str | None`, a config class... are options, not operands.
+    optional = [p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None
+                and (p.annotation is None or any(w in ast.unparse(p.annotation) for w in
+                                                 ("Array", "ndarray", "Ref", "Tensor")))]
+    if not optional:
+        return []
+    # Tested with `is None` somewhere in the function (its text: no AST walk).
+    text = "\n".join(lines[func.lineno - 1:getattr(func, "end_lineno", func.lineno)])
+    tested = [n for n in optional if re.search(rf"\b{re.escape(n)}\s+is\s+(not\s+)?None\b", text)]
+    if not tested:
+        return []
+    # `if x is None: x = default` / `x = d if x is None else x`: a default
+    # filled in, not an operand that may be missing (both runs agree).
+    defaulted = set()
+    stack = list(func.body)
+    while stack:  # statements only
+        node = stack.pop()
+        if isinstance(node, ast.If) and none_test(node.test) is not None and not node.orelse \
+                and all(isinstance(b, ast.Assign) and len(b.targets) == 1
+                        and isinstance(b.targets[0], ast.Name)
+                        and b.targets[0].id == none_test(node.test) for b in node.body):
+            defaulted.add(none_test(node.test))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.IfExp) \
+                and none_test(node.value.test) == node.targets[0].id:
+            defaulted.add(node.targets[0].id)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, field, None) or ())
+    names = [n for n in tested if n not in defaulted]
+    return [{name: GIVEN} for name in names[:MAX_OPTIONAL]]
+
+
+def none_test(node: ast.AST) -> str | None:
+    """`x is None` / `x is not None` -> "x"."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(node.left, ast.Name) \
+            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        return node.left.id
+    return None
+
+
+def tested_names(func: ast.AST) -> set[str]:
+    """Names used only as truth values in `func` (tests of if / ternaries /
+    `not` / `and` / `or`); a name also used any other way is left out."""
+    tested: set[int] = set()
+    names = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                names.append(node)
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            tested.add(id(node.test))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            tested.add(id(node.operand))
+        elif isinstance(node, ast.BoolOp):
+            tested.update(id(v) for v in node.values)
+    as_test, other = set(), set()
+    for node in names:
+        (as_test if id(node) in tested else other).add(node.id)
+    return as_test - other
+
+
+def required_args(func: Func) -> tuple[list, dict]:
+    """Unknown values for the parameters of `func` that have neither a
+    default nor a bound value: the smallest call a user can make."""
+    a = func.node.args
+    positional = list(a.posonlyargs) + list(a.args)
+    bound = dict(func.bound_kwargs)
+    rest = positional[len(func.bound_args):]
+    required = rest[:max(0, len(rest) - len(a.defaults))]  # defaults are the last ones
+    args = []
+    for p in required:
+        if p.arg in bound:
+            break  # the rest are passed by keyword (bound), as Python requires
+        args.append(UNKNOWN)
+    kwargs = {p.arg: UNKNOWN for p, d in zip(a.kwonlyargs, a.kw_defaults)
+              if d is None and p.arg not in bound}
+    return args, kwargs
+
+
+def mentions(func: ast.AST, lines: list[int]) -> bool:
+    """Is one of `lines` (sorted, 1-based) inside the def? (a cheap filter)"""
+    i = bisect.bisect_left(lines, func.lineno)
+    return i < len(lines) and lines[i] <= (func.end_lineno or func.lineno)
+
+
+def unreached_launch(func: ast.AST, reached: set[int], lines: list[int]) -> bool:
+    """Does this def contain a pallas_call / pl.kernel / core_map call the
+    analysis has not reached? Only statements that span one of the launch
+    `lines` are searched (a launch call's name is on one of them)."""
+    stack = [func]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call) and id(node) not in reached:
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in LAUNCH_NAMES:
+                return True
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.stmt) or mentions(child, lines):
+                stack.append(child)
+    return False
