@@ -1445,3 +1445,162 @@ def test_options_and_filled_in_defaults_are_not_optional_operands():
     with_bias = body.replace("offset=None,", "offset=None, bias=None,").replace(
         "cap = 0.0", "x = x if bias is None else x + bias\n        cap = 0.0")
     assert len(run(with_bias)[0].kernels) == 3  # run on its own, bias absent, bias given
+
+
+# ------------------------------------------------- constructs of unseen libraries
+
+
+def test_launcher_branch_that_raises_does_not_merge_into_the_launch():
+    # Only the `if` side reaches pallas_call: the scratch list has its entry.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sem):
+        c = pltpu.make_async_copy(x_hbm, buf, sem)
+        c.start()
+        c.wait()
+
+    def launch(x, n, m):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32)]
+        if n != m:
+            scratch += [pltpu.SemaphoreType.DMA((2,))]
+        else:
+            raise ValueError("unsupported")
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=scratch)(x)
+    '''
+    assert _twin(body, "buf, sem)", "buf, sem.at[0])") == (["PAL103"], [])
+
+
+def test_branch_that_returns_early_leaves_the_other_side_after_the_if():
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems):
+        c = pltpu.make_async_copy(x_hbm, buf, sems)
+        c.start()
+        c.wait()
+
+    def launch(x, fast):
+        sems = pltpu.SemaphoreType.DMA((2,))
+        if fast:
+            sems = [pltpu.SemaphoreType.REGULAR]
+            return x
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), sems])(x)
+    '''
+    assert _twin(body, "buf, sems)", "buf, sems.at[1])") == (["PAL103"], [])
+
+
+def test_kernel_given_to_pallas_call_by_keyword():
+    for keyword in ("kernel", "f"):
+        body = f'''
+        def body(x_hbm, o_ref, buf, sem):
+            c = pltpu.make_async_copy(x_hbm, buf[...], sem)
+            c.start()
+            c.wait()
+
+        def launch(x):
+            return pl.pallas_call(
+                {keyword}=body, out_shape={OUT}, in_specs=[{ANY}],
+                scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(x)
+        '''
+        assert _twin(body, "buf[...], sem)", "buf, sem)") == (["PAL101"], []), keyword
+
+
+def test_partial_fori_loop_decorator_runs_its_body():
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sem):
+        @functools.partial(lax.fori_loop, 0, 4, init_val=None)
+        def step(i, carry):
+            c = pltpu.make_async_copy(x_hbm.at[i], buf[...], sem)
+            c.start()
+            c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA])(x)
+    '''
+    a = analyze(HEADER + "from jax import lax\n" + body.replace("\n    ", "\n"), "k.py",
+                coverage=True)
+    assert [f.code for f in a.findings] == ["PAL101"]
+    assert all(s.known for s in a.coverage.sites if s.kind == "dma")
+
+
+def test_run_scoped_allocations_given_as_a_dataclass_pytree():
+    body = f'''
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Tables:
+        lo: jax.Array
+        hi: jax.Array
+
+    def kernel(lo_hbm, hi_hbm, o_ref, sem):
+        def body(tables):
+            for h, s in zip((lo_hbm, hi_hbm), jax.tree.leaves(tables)):
+                c = pltpu.make_async_copy(h.at[pl.ds(0, 64)], s[pl.ds(0, 64)], sem)
+                c.start()
+                c.wait()
+        pltpu.run_scoped(body, Tables(pltpu.SMEM((64,), jnp.int32), pltpu.SMEM((128,), jnp.int32)))
+
+    def launch(lo, hi):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}, {ANY}],
+                              scratch_shapes=[pltpu.SemaphoreType.DMA])(lo, hi)
+    '''
+    assert _twin(body, "s[pl.ds(0, 64)], sem)",
+                 "s.at[pl.ds(0, 64)], sem)") == (["PAL101"], [])
+
+
+def test_operand_made_by_another_pallas_call_keeps_its_dataclass_structure():
+    # The first pallas_call's result is a Tables of arrays; its method maps the
+    # fields to HBM BlockSpecs, and the second kernel gets a Tables of Refs.
+    body = f'''
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Tables:
+        lo: jax.Array
+        hi: jax.Array
+
+        def specs(self):
+            return jax.tree.map(lambda _: pl.BlockSpec(memory_space=pltpu.ANY), self)
+
+    def make(o_lo, o_hi):
+        pass
+
+    def use(tables, o_ref, lo_smem, sem):
+        c = pltpu.make_async_copy(tables.lo[pl.ds(0, 64)], lo_smem, sem)
+        c.start()
+        c.wait()
+
+    def launch():
+        shapes = Tables(jax.ShapeDtypeStruct((64,), jnp.int32), jax.ShapeDtypeStruct((128,), jnp.int32))
+        tables = pl.pallas_call(make, out_shape=shapes, out_specs=shapes.specs())()
+        return pl.pallas_call(use, in_specs=[tables.specs()], out_shape={OUT},
+                              scratch_shapes=[pltpu.SMEM((64,), jnp.int32),
+                                              pltpu.SemaphoreType.DMA])(tables)
+    '''
+    bug, fix = _twin(body, "tables.lo[pl.ds(0, 64)]",
+                     "tables.lo.at[pl.ds(0, 64)]")
+    assert "PAL101" in bug and fix == []
+
+
+def test_a_none_scratch_entry_is_none_in_the_kernel():
+    # JAX passes None for it (an empty pytree), so the guarded copy is dead code.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, scales, sem):
+        if scales is not None:
+            pltpu.make_async_copy(x_hbm, scales[...], sem).start()
+        c = pltpu.make_async_copy(x_hbm, buf, sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), None,
+                                              pltpu.SemaphoreType.DMA])(x)
+    '''
+    a = analyze(HEADER + body.replace("\n    ", "\n"), "k.py", coverage=True)
+    assert a.findings == []
+    dead = [s for s in a.coverage.sites if s.kind == "dma" and not s.known]
+    assert len(dead) == 1 and not dead[0].reached

@@ -58,7 +58,7 @@ class LoopDecorator(Decorator):
 @dataclass(frozen=True)
 class PartialApi(Decorator):
     """functools.partial(<Pallas API>, ...) as a decorator: run_scoped,
-    kernel, core_map, pallas_call, emit_pipeline."""
+    kernel, core_map, pallas_call, emit_pipeline, lax.fori_loop."""
 
     api: str = ""
     args: tuple = ()
@@ -78,6 +78,11 @@ class PartialApi(Decorator):
         if t == "emit_pipeline" and isinstance(func, Func):
             # `@functools.partial(pltpu.emit_pipeline, grid=..., in_specs=...)`
             return emit_pipeline(interp, [Arg(None, func)] + list(self.args), kwargs, node, frame)
+        if self.api == "lax.fori_loop" and len(self.args) == 2 and isinstance(func, Func):
+            # `@functools.partial(lax.fori_loop, lo, hi, init_val=...)`: the
+            # body runs now, as the loop's `body_fun`.
+            return interp.call_api(self.api, list(self.args) + [Arg(None, func)], kwargs, node,
+                                   frame)
         return func
 
 
@@ -341,7 +346,11 @@ def callable_kernel(interp: Interpreter, kernel: Arg | None) -> Arg | None:
 
 def pallas_call(interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg],
                 node: ast.Call, frame: Frame) -> Value:
-    kernel = callable_kernel(interp, args[0] if args else kwargs.get("kernel"))
+    # The kernel is the first parameter: `kernel` (named `f` in older jax).
+    named = kwargs.get("kernel") or kwargs.get("f")
+    if named is not None:
+        args = [named] + list(args)
+    kernel = callable_kernel(interp, args[0] if args else None)
     out_shape = args[1] if len(args) > 1 else kwargs.get("out_shape")
     gs = kwargs.get("grid_spec")
     if gs is not None and isinstance(gs.value, GridSpec):
@@ -441,6 +450,8 @@ def _scratch_value(v: Value, origin: str) -> Value:
                    keys=v.keys, origin=origin)
     if is_record(v):
         return _mapped_record(v, lambda x, k: _scratch_value(x, f"{origin}.{k}"))
+    if isinstance(v, Const) and v.value is None:
+        return v  # an empty pytree: the kernel gets None (checked with jax 0.10.2)
     return UNKNOWN
 
 
@@ -957,6 +968,8 @@ def _scoped_ref(interp: Interpreter, a: Arg, call_node) -> Value:
     if alloc is None and isinstance(a.value, Seq):  # a pytree of allocations
         return Seq(items=tuple(_scoped_ref(interp, Arg(a.node, v), call_node)
                                for v in a.value.items), keys=a.value.keys)
+    if alloc is None and is_record(a.value):  # a dataclass pytree of them
+        return _mapped_record(a.value, lambda v, _: _scoped_ref(interp, Arg(a.node, v), call_node))
     if alloc is None:
         return UNKNOWN
     if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:

@@ -686,7 +686,16 @@ class Interpreter:
         frame.scope = b
         self.exec_body(body_b, frame)
         frame.scope = saved
-        saved.merge(a, b, self._lost)
+        # A branch that ends in `raise` or `return` never reaches the code
+        # after the `if` (`if ok: specs += [...] else: raise ...`): only the
+        # other branch's names carry on.
+        left_a, left_b = flow.leaves(body_a), flow.leaves(body_b)
+        if left_a and not left_b:
+            saved.vars.update(b.vars)
+        elif left_b and not left_a:
+            saved.vars.update(a.vars)
+        else:
+            saved.merge(a, b, self._lost)
 
     def stmt_Match(self, node: ast.Match, frame: Frame) -> None:
         """`match` as a chain of if / elif: a case that a known subject decides

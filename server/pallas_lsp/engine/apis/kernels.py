@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pallas_lsp.engine import binding
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Array, Func, Seq, Value
-from pallas_lsp.engine.values import UNKNOWN, StarUnknown
+from pallas_lsp.engine.values import UNKNOWN, Instance, ShapeDtype, StarUnknown, is_record
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -60,4 +60,23 @@ def invoke_pallas_callable(interp: Interpreter, pc: binding.PallasCallable, args
     interp.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
     binding.run_kernel(interp, pc, len(args) if not any(
         isinstance(a.value, StarUnknown) for a in args) else None, frame)
+    return outputs(pc.out_shape)
+
+
+def outputs(out_shape: Value, depth: int = 0) -> Value:
+    """What a pallas_call returns: `out_shape`'s structure (a list, tuple,
+    dict or dataclass pytree) with an Array per ShapeDtypeStruct; anything
+    else (semaphore outputs, unknown shapes) is Unknown."""
+    if depth > 4:
+        return UNKNOWN
+    if isinstance(out_shape, ShapeDtype):
+        return Array(origin="a pallas_call output", shape=out_shape.shape, dtype=out_shape.dtype)
+    if isinstance(out_shape, Seq):
+        return Seq(items=tuple(outputs(x, depth + 1) for x in out_shape.items),
+                   keys=out_shape.keys)
+    if is_record(out_shape):
+        out = Instance(out_shape.cls)
+        for k, x in out_shape.attrs.items():
+            out.attrs[k] = x if k in out_shape.cls.static else outputs(x, depth + 1)
+        return out
     return UNKNOWN
