@@ -745,7 +745,7 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
         for i, s in enumerate(shapes)]
     args, reason = _segments_to_args([None, outputs, scratch_pos], params,
                                      _required(func, params), has_vararg)
-    if args is None or (args and args[0] is _star()):
+    if args is None or (args and args[0] is STAR_UNKNOWN):
         launch.reason = reason or "neither the outputs nor the scratch can be counted"
         return UNKNOWN
     if outputs is not None:  # then everything before the outputs is an input Ref
@@ -808,14 +808,6 @@ def _input_tree(v: Value, origin: str, depth: int) -> Value:
     return Ref(origin=origin, space=Space.UNKNOWN)
 
 
-def _star():
-    return STAR_UNKNOWN
-
-
-def _star_of(elem: Value):
-    return StarUnknown(elem=elem)
-
-
 def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str, Arg],
              frame: Frame, node: ast.AST | None = None) -> Value:
     mesh = args[0].value if args else _value(kwargs.get("mesh"))
@@ -831,7 +823,7 @@ def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str,
     elif isinstance(sv, Seq):
         pos = [_scratch_value(v, f"scratch_shapes[{i}]") for i, v in enumerate(sv.items)]
     else:
-        pos = [_star()]
+        pos = [STAR_UNKNOWN]
     _bind_and_run(interp, launch, func, pos, kw, frame)
     return Const(value=None)
 
@@ -923,7 +915,7 @@ def run_pipeline(interp: Interpreter, pipe: PipelineCallable, kwargs: dict[str, 
     elif scratch is not None and isinstance(scratch.value, Seq) and scratch.value.keys is None:
         tail = list(scratch.value.items)
     else:
-        tail = [_star()]
+        tail = [STAR_UNKNOWN]
     blocks = pipe.blocks
     if blocks is None:
         # Specs of unknown number but one kind (`tuple(BlockSpec(...) for s
@@ -933,7 +925,7 @@ def run_pipeline(interp: Interpreter, pipe: PipelineCallable, kwargs: dict[str, 
             launch.reason = "the pipeline's in_specs / out_specs cannot be counted"
             interp.call_func(pipe.body, [], {}, frame, unknown_params=True, kernel=frame.kernel)
             return Const(value=None)
-        blocks = (_star_of(pipe.block_elem),)
+        blocks = (StarUnknown(elem=pipe.block_elem),)
     launch.bound = True
     interp.call_func(pipe.body, list(blocks) + tail, {}, frame, kernel=True,
                      call_node=pipe.node)
