@@ -117,9 +117,3 @@ def exposed_reads(loop: ast.AST) -> frozenset:
     block(loop.body, first)
     return frozenset(out)
 
-
-def leaves(body: list[ast.stmt]) -> bool:
-    """Does this block always leave its function (its last statement is a
-    `raise` or a `return`)? Loops' `break` / `continue` do not count: what
-    they skip still flows into the loop's next pass."""
-    return bool(body) and isinstance(body[-1], (ast.Raise, ast.Return))

@@ -108,6 +108,10 @@ class Frame:
     loop_depth: int = 0
     returns: list[Value] = field(default_factory=list)
     yields: list[Value] | None = None  # a generator's yielded values
+    # Set by `return` (and `raise`, see stmt_Raise): the rest of the block is
+    # not run, and a branch that left does not flow into the code after its `if`.
+    left: bool = False
+    undecided: int = 0  # how many undecided branches enclose the running code
     mod: Module | None = None  # the file whose code runs (None: the analysed file)
     # The call in the analysed file through which this frame was reached,
     # when its code is in another file (findings there are also shown here).
@@ -370,6 +374,8 @@ class Interpreter:
 
     def exec_body(self, body: list[ast.stmt], frame: Frame) -> None:
         for stmt in body:
+            if frame.left:
+                return
             self.exec_stmt(stmt, frame)
 
     def exec_stmt(self, node: ast.stmt, frame: Frame) -> None:
@@ -639,6 +645,7 @@ class Interpreter:
 
     def stmt_Return(self, node: ast.Return, frame: Frame) -> None:
         frame.returns.append(self.eval(node.value, frame) if node.value else Const(value=None))
+        frame.left = True
 
     def stmt_Expr(self, node: ast.Expr, frame: Frame) -> None:
         self.eval(node.value, frame)
@@ -679,23 +686,34 @@ class Interpreter:
         self.branch(frame, node.body, node.orelse)
 
     def branch(self, frame: Frame, body_a, body_b) -> None:
+        self.either(frame, lambda: self.exec_body(body_a, frame),
+                    lambda: self.exec_body(body_b, frame))
+
+    def either(self, frame: Frame, run_a, run_b) -> None:
+        """Two alternative paths from the same state, joined. A path that
+        leaves the function (`raise`, `return`) does not reach the code after
+        them (`if ok: specs += [...] else: raise ...`): only the other one
+        carries on; when both leave, so does this point."""
         saved = frame.scope
         a, b = saved.fork(), saved.fork()
-        frame.scope = a
-        self.exec_body(body_a, frame)
-        frame.scope = b
-        self.exec_body(body_b, frame)
+        frame.undecided += 1
+        try:
+            frame.scope = a
+            run_a()
+            left_a, frame.left = frame.left, False
+            frame.scope = b
+            run_b()
+            left_b, frame.left = frame.left, False
+        finally:
+            frame.undecided -= 1
         frame.scope = saved
-        # A branch that ends in `raise` or `return` never reaches the code
-        # after the `if` (`if ok: specs += [...] else: raise ...`): only the
-        # other branch's names carry on.
-        left_a, left_b = flow.leaves(body_a), flow.leaves(body_b)
         if left_a and not left_b:
             saved.vars.update(b.vars)
         elif left_b and not left_a:
             saved.vars.update(a.vars)
         else:
             saved.merge(a, b, self._lost)
+            frame.left = left_a and left_b
 
     def stmt_Match(self, node: ast.Match, frame: Frame) -> None:
         """`match` as a chain of if / elif: a case that a known subject decides
@@ -723,14 +741,7 @@ class Interpreter:
             if truth is True:
                 body()
                 return
-            saved = frame.scope
-            a, b = saved.fork(), saved.fork()
-            frame.scope = a
-            body()
-            frame.scope = b
-            run(i + 1)
-            frame.scope = saved
-            saved.merge(a, b, self._lost)
+            self.either(frame, body, lambda: run(i + 1))
 
         run(0)
 
@@ -773,6 +784,7 @@ class Interpreter:
                 frame.scope = nxt
                 before_each()
                 self.exec_body(body, frame)
+                frame.left = False  # the loop may not run at all: what follows is reached
                 merged = saved.fork()
                 merged.merge(cur, nxt, self._lost)
                 if n == 0 and passes > 1 and writes == instance_writes() \
@@ -799,7 +811,13 @@ class Interpreter:
 
     def stmt_Raise(self, node: ast.Raise, frame: Frame) -> None:
         """Nothing in an exception's message matters to a kernel (and
-        validation code raises a lot)."""
+        validation code raises a lot). In a branch the engine could not
+        decide, what follows is not reached (`if ok: ... else: raise`). On a
+        path it did decide, the run goes on: the decision may rest on a
+        default no caller passes (`block=None`, then `if block is None:
+        raise`), and the code after it is still real."""
+        if frame.undecided:
+            frame.left = True
 
     def stmt_Assert(self, node: ast.Assert, frame: Frame) -> None:
         self.eval(node.test, frame)  # names in it are kernel names too (hover)
@@ -815,13 +833,18 @@ class Interpreter:
     stmt_AsyncWith = stmt_With
 
     def stmt_Try(self, node: ast.Try, frame: Frame) -> None:
+        # Run in a row; a `raise` or `return` in one part does not skip the
+        # others (a handler may catch it), nor the code after the `try`.
         self.exec_body(node.body, frame)
         for handler in node.handlers:
+            frame.left = False
             if handler.name:
                 frame.scope.vars[handler.name] = UNKNOWN
             self.exec_body(handler.body, frame)
-        self.exec_body(node.orelse, frame)
-        self.exec_body(node.finalbody, frame)
+        for block in (node.orelse, node.finalbody):
+            frame.left = False
+            self.exec_body(block, frame)
+        frame.left = False
 
     stmt_TryStar = stmt_Try
 
