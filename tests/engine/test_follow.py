@@ -1631,3 +1631,19 @@ def test_code_after_a_return_is_not_traced_by_jax_and_not_judged():
     '''
     assert codes(body) == []
     assert codes(body.replace("skip=True", "skip=False")) == ["PAL101"]
+
+
+def test_partial_of_an_allocation_called_later_makes_the_allocation():
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sem):
+        c = pltpu.make_async_copy(x_hbm, buf[...], sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        f32 = functools.partial(pltpu.VMEM, dtype=jnp.float32)
+        shape = functools.partial(jax.ShapeDtypeStruct, dtype=jnp.float32)
+        return pl.pallas_call(kernel, out_shape=shape((8, 128)), in_specs=[{ANY}],
+                              scratch_shapes=[f32((8, 128)), pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert _twin(body, "buf[...], sem)", "buf, sem)") == (["PAL101"], [])

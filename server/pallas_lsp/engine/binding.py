@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
 
 SQUEEZED = _SQUEEZED = "__squeezed__"
+# pl / pltpu names (after the prefix) that make a value when called.
+_CONSTRUCTORS = {"BlockSpec", "VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
+                 "MemorySpace.HBM", "MemorySpace.ANY", "PrefetchScalarGridSpec", "GridSpec", "ds",
+                 "dslice", "Slice"}
 
 
 # ---------------------------------------------------------------- decorators
@@ -63,6 +67,14 @@ class PartialApi(Decorator):
     api: str = ""
     args: tuple = ()
     kwargs: tuple = ()
+
+    def makes_value(self) -> bool:
+        """A partial of a constructor (`BlockSpec`, `VMEM`, `ShapeDtypeStruct`,
+        `jnp.zeros`...): calling it makes that value. Partials of the APIs
+        `apply` knows run a function; the others (`jax.jit`...) wrap one."""
+        t = api.tail(self.api)
+        return t in _CONSTRUCTORS or t in api.SEM_TYPES or self.api == "jax.ShapeDtypeStruct" \
+            or self.api.startswith("jnp.")
 
     def apply(self, interp, func, node, frame):
         t = api.tail(self.api)

@@ -1540,6 +1540,10 @@ class Interpreter:
             return binding.run_pl_kernel(self, func, operands, made)
         if isinstance(func, binding.ScopedFunc):
             return func.call(self, args, frame)
+        if isinstance(func, binding.PartialApi) and func.makes_value():
+            # `f = partial(jax.ShapeDtypeStruct, dtype=f32)`, then `f(shape)`
+            return self.call_api(func.api, list(func.args) + list(args),
+                                 {**dict(func.kwargs), **kwargs}, node, frame)
         if isinstance(func, binding.Decorator) and args:
             return func.apply(self, args[0].value, node, frame)
         name = node.func.id if isinstance(node.func, ast.Name) else None
