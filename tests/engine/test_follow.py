@@ -1647,3 +1647,64 @@ def test_partial_of_an_allocation_called_later_makes_the_allocation():
                               scratch_shapes=[f32((8, 128)), pltpu.SemaphoreType.DMA])(x)
     '''
     assert _twin(body, "buf[...], sem)", "buf, sem)") == (["PAL101"], [])
+
+
+def test_and_with_a_known_false_operand_is_false_on_every_path():
+    # `unknown and None-scratch is not None`: the guarded copy never runs.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, scales, sem):
+        if x_hbm is not None and scales is not None:
+            pltpu.make_async_copy(x_hbm, scales[...], sem).start()
+        c = pltpu.make_async_copy(x_hbm, buf, sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), None,
+                                              pltpu.SemaphoreType.DMA])(x)
+    '''
+    a = analyze(HEADER + body.replace("\n    ", "\n"), "k.py", coverage=True)
+    dead = [s for s in a.coverage.sites if s.kind == "dma" and not s.known]
+    assert a.findings == [] and len(dead) == 1 and not dead[0].reached
+
+
+def test_block_spec_chosen_by_a_test_the_engine_cannot_decide_is_still_a_ref():
+    body = f'''
+    def kernel(table, o_ref, smem, sem):
+        c = pltpu.make_async_copy(table[pl.ds(0, 64)], smem.at[pl.ds(0, 64)], sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        if x.size == 1:
+            spec = pl.BlockSpec(memory_space=pltpu.SMEM)
+        else:
+            spec = pl.BlockSpec(memory_space=pltpu.ANY)
+        return pl.pallas_call(kernel, in_specs=[spec], out_shape={OUT},
+                              scratch_shapes=[pltpu.SMEM((64,), jnp.int32),
+                                              pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert _twin(body, "table[pl.ds(0, 64)]", "table.at[pl.ds(0, 64)]") == (["PAL101"], [])
+
+
+def test_launch_bound_by_a_caller_defined_above_the_launcher():
+    # Run on its own, the launcher cannot count its outputs (a flag adds two);
+    # the caller above it passes the flag, and that run binds the kernel.
+    body = f'''
+    def with_stats(x):
+        return launch(x, True)
+
+    def kernel(x_ref, o_ref, lo_ref, hi_ref, sem):
+        pltpu.make_async_copy(x_ref, lo_ref[...], sem).start()
+
+    def launch(x, stats):
+        specs = [pl.BlockSpec((8, 128), lambda: (0, 0))]
+        shapes = [{OUT}]
+        if stats:
+            specs = [*specs, {ANY}, {ANY}]
+            shapes = [*shapes, {OUT}, {OUT}]
+        return pl.pallas_call(kernel, out_shape=shapes, out_specs=specs, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert "PAL101" in codes(body)

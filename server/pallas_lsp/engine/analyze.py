@@ -143,7 +143,8 @@ class _Places:
         return Span(span.line, at, span.line, at + len(name), span.path)
 
     def launches(self, launches) -> list[LaunchSite]:
-        out, seen = [], set()
+        out: list[LaunchSite] = []
+        seen: dict[tuple, int] = {}
         for launch in launches:
             site = LaunchSite(api=launch.api, span=self.span(launch.node), kernel=launch.kernel,
                               kernel_span=self.def_name(launch.kernel_node),
@@ -151,8 +152,10 @@ class _Places:
                               backend=launch.backend)
             key = (site.api, site.span, site.kernel_span)
             if key not in seen:
-                seen.add(key)
+                seen[key] = len(out)
                 out.append(site)
+            elif site.bound and not out[seen[key]].bound:
+                out[seen[key]] = site  # bound in another run: that one says how
         return out
 
     def calls(self, calls) -> list[ApiCall]:

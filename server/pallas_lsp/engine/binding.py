@@ -443,6 +443,8 @@ def _operand_ref_of(spec: Value, shape_dtype: Value | None, origin: str) -> Ref:
         shape, dtype = shape_dtype.shape, shape_dtype.dtype
     if isinstance(spec, Spec):
         space = spec.space if spec.space is not None else Space.VMEM
+        if space == Space.UNKNOWN:  # specs joined from two branches: a block or the array
+            return Ref(origin=origin, space=space, shape=spec.block_shape, dtype=dtype)
         if spec.block_shape is not None and space not in (Space.ANY, Space.HBM):
             shape = spec.block_shape
         elif space not in (Space.ANY, Space.HBM) and spec.space is not None and spec.block_shape is None:
@@ -626,6 +628,9 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
                                      scratch_tail)
     if args is None:
         launch.reason = reason
+        # Another call of the launcher may make countable specs (a caller
+        # that passes the flag which adds outputs): let it try.
+        interp.kernels_done.discard(key)
         return
     name = getattr(kernel.node, "name", "<lambda>")
     interp.kernels.append(name)

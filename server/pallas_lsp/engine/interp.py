@@ -150,6 +150,7 @@ class Interpreter:
         self._builders: set[int] = set()
         self._straight: dict[int, bool] = {}  # For node -> no break/continue/return in it
         self._steps = 0
+        self._bool_truth: dict[int, bool] = {}  # BoolOp node -> its truth on every path
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)
         self.pending_kernels: list = []  # pl.kernel results with inputs (run when called)
@@ -676,7 +677,7 @@ class Interpreter:
 
     def stmt_If(self, node: ast.If, frame: Frame) -> None:
         test = self.eval(node.test, frame)
-        truth = pyops.truthiness(test)
+        truth = self.test_truth(node.test, test)
         if truth is True:
             self.exec_body(node.body, frame)
             return
@@ -1243,18 +1244,33 @@ class Interpreter:
         last. Operands after a deciding one are not evaluated (they do not
         run); after one of unknown truth they are, and the value is unknown."""
         stop = isinstance(node.op, ast.Or)  # the truth that ends the chain
+        self._bool_truth.pop(id(node), None)
         known = True
         v = UNKNOWN
         for i, operand in enumerate(node.values):
             v = self.eval(operand, frame)
-            if i == len(node.values) - 1 or not known:
-                continue
             truth = pyops.truthiness(v)
+            if not known:
+                if truth is stop:
+                    # `unknown and False`: whichever operand ends the chain,
+                    # its truth is `stop` (the value itself stays unknown).
+                    self._bool_truth[id(node)] = stop
+                    break
+                continue
+            if i == len(node.values) - 1:
+                continue
             if truth is None:
                 known = False
             elif truth is stop:
                 return v
         return v if known else UNKNOWN
+
+    def test_truth(self, test: ast.expr, value: Value) -> bool | None:
+        """The truth of an evaluated `if` / `while` / ternary test."""
+        truth = pyops.truthiness(value)
+        if truth is None and isinstance(test, ast.BoolOp):
+            return self._bool_truth.get(id(test))
+        return truth
 
     def expr_Compare(self, node: ast.Compare, frame: Frame) -> Value:
         vals = [self.eval(node.left, frame)] + [self.eval(c, frame) for c in node.comparators]
@@ -1270,7 +1286,7 @@ class Interpreter:
         return UNKNOWN
 
     def expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
-        truth = pyops.truthiness(self.eval(node.test, frame))
+        truth = self.test_truth(node.test, self.eval(node.test, frame))
         if truth is True:
             return self.eval(node.body, frame)
         if truth is False:

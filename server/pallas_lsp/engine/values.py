@@ -274,6 +274,11 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, (Spec, Alloc)) and type(a) is type(b) and replace(a, nullable=False) \
             == replace(b, nullable=False):
         return replace(a, nullable=True)
+    if isinstance(a, Spec) and isinstance(b, Spec):
+        # `SMEM if x.size == 1 else HBM`: a Ref either way, its space unknown.
+        return Spec(space=a.space if a.space == b.space else Space.UNKNOWN,
+                    block_shape=a.block_shape if a.block_shape == b.block_shape else None,
+                    nullable=a.nullable or b.nullable, decl=_same_decl(a, b))
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
