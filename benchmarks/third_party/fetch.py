@@ -1,6 +1,7 @@
 """Fetch the third-party kernel libraries that measure.py reads, outside the repo.
 
     python benchmarks/third_party/fetch.py [--cache /work/tp_cache] [--only tokamax,...]
+    python benchmarks/third_party/fetch.py --set holdout --cache /work/tp_holdout
 
 Downloads each pinned distribution from PyPI with pip (no dependencies), and
 unpacks it into CACHE/<name>/ with its package layout, so that imports between
@@ -38,6 +39,23 @@ PACKAGES = [
     "qwix==0.1.8",
 ]
 
+# A second set, kept apart (`--set holdout`, its own --cache): releases the
+# engine was never tuned on, used to see whether what it follows carries over
+# to other code. name==version -> the folders kept (None: all of it); each is
+# unpacked under CACHE/<name>_<version digits>/.
+HOLDOUT = {
+    "sglang-jax==0.0.2": None,
+    "torch-xla==2.9.0": ("torch_xla/experimental/pallas_kernels", "torch_xla/experimental/custom_kernel.py",
+                         "torch_xla/_internal/custom_kernel.py"),
+    "tpu-inference==0.11.1": None,
+    "tpu-inference==0.20.0": None,
+    "easydel==0.1.4.1": None,
+    "ejkernel==0.0.40": None,
+    "fjformer==0.0.91": None,
+    "jax==0.4.35": ("jax/experimental/pallas/ops/tpu",),
+    "jax==0.6.2": ("jax/experimental/pallas/ops/tpu",),
+}
+
 
 def folder_name(requirement: str) -> str:
     return requirement.split("==")[0].replace("-", "_")
@@ -73,10 +91,42 @@ def unpack(archive: Path, target: Path) -> None:
             t.extractall(target, filter="data")
 
 
+def keep_only(target: Path, keep: tuple[str, ...]) -> None:
+    """Delete everything under `target` but the given files and folders (and
+    add the `__init__.py` files their packages need to import each other)."""
+    kept = target.with_name(target.name + ".keep")
+    shutil.rmtree(kept, ignore_errors=True)
+    for rel in keep:
+        src = target / rel
+        if src.is_dir():
+            shutil.copytree(src, kept / rel)
+        elif src.is_file():
+            (kept / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, kept / rel)
+    shutil.rmtree(target)
+    kept.rename(target)
+    for folder in [p for p in target.rglob("*") if p.is_dir()]:
+        if not (folder / "__init__.py").exists():
+            (folder / "__init__.py").touch()
+
+
+def fetch_holdout(cache: Path, downloads: Path) -> None:
+    for req, keep in HOLDOUT.items():
+        name, version = req.split("==")
+        archive = download(req, downloads)
+        target = cache / f"{name.replace('-', '_')}_{version.replace('.', '')}"
+        unpack(archive, target)
+        if keep:
+            keep_only(target, keep)
+        print(f"{req}: {archive.name} -> {target}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", type=Path, default=Path("/work/tp_cache"))
     ap.add_argument("--only", default="", help="comma-separated distribution names")
+    ap.add_argument("--set", choices=("main", "holdout"), default="main",
+                    help="holdout: the releases kept apart for checking generalisation")
     args = ap.parse_args()
     here = Path(__file__).resolve()
     repo = here.parents[2]
@@ -85,6 +135,9 @@ def main() -> int:
         sys.exit("--cache must be outside the repository")
     downloads = cache / "_downloads"
     downloads.mkdir(parents=True, exist_ok=True)
+    if args.set == "holdout":
+        fetch_holdout(cache, downloads)
+        return 0
     only = {x for x in args.only.split(",") if x}
     for req in PACKAGES:
         name = req.split("==")[0]

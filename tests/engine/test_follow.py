@@ -1708,3 +1708,27 @@ def test_launch_bound_by_a_caller_defined_above_the_launcher():
                               scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
     '''
     assert "PAL101" in codes(body)
+
+
+def test_subclass_of_block_spec_with_its_own_init():
+    body = f'''
+    class Spec(pl.BlockSpec):
+        def __init__(self, index_map, block_shape):
+            super().__init__(block_shape=block_shape, index_map=index_map)
+
+    class Plain(pl.BlockSpec):
+        pass
+
+    def kernel(x_ref, o_ref, buf, sem):
+        c = pltpu.make_async_copy(x_ref, o_ref[...], sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return pl.pallas_call(
+            kernel, grid=(4,), in_specs=[Spec(lambda i: (i, 0), (8, 128))],
+            out_specs=Plain((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert _twin(body, "o_ref[...], sem)", "o_ref, sem)") == (["PAL101"], [])

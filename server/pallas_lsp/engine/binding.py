@@ -99,6 +99,52 @@ class PartialApi(Decorator):
 
 
 @dataclass(frozen=True)
+class SpecClass(Value):
+    """A user subclass of `pl.BlockSpec` (`class PatchBlockSpec(BlockSpec)`,
+    its own `__init__` calling `super().__init__(...)`): calling it makes the
+    BlockSpec that `super().__init__` was given."""
+
+    init: object = None  # the subclass's __init__ (FunctionDef), or None
+    scope: object = None
+    api: str = "pl.BlockSpec"
+
+    def call(self, interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg], node,
+             frame: Frame) -> Value:
+        if self.init is None:
+            return interp.call_api(self.api, args, kwargs, node, frame)
+        holder = SpecHolder(self.api)
+        interp.call_func(Func(node=self.init, scope=self.scope), [holder] + [a.value for a in args],
+                         {k: a.value for k, a in kwargs.items()}, frame)
+        return holder.box.get("spec", UNKNOWN)
+
+
+class SpecHolder(Value):
+    """`self` inside such an `__init__`: `super()` is it again, and
+    `super().__init__(...)` (a SpecInit) stores the BlockSpec made."""
+
+    def __init__(self, api_name: str):
+        object.__setattr__(self, "origin", "BlockSpec subclass instance")
+        object.__setattr__(self, "api", api_name)
+        object.__setattr__(self, "box", {})
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return id(self)
+
+
+@dataclass(frozen=True, eq=False)
+class SpecInit(Value):
+    holder: object = None
+
+    def call(self, interp: Interpreter, args: list[Arg], kwargs: dict[str, Arg], node,
+             frame: Frame) -> Value:
+        self.holder.box["spec"] = interp.call_api(self.holder.api, args, kwargs, node, frame)
+        return Const(value=None)
+
+
+@dataclass(frozen=True)
 class WithScoped(Decorator):
     """`@pl.with_scoped(*types, **kw_types)`: calling the function runs it
     under run_scoped, with the call's arguments first."""

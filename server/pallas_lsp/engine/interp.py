@@ -528,6 +528,13 @@ class Interpreter:
                      for d in decorators)
         namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") for b in bases)
         parents = [b for b in bases if isinstance(b, ClassVal)]
+        if any(isinstance(b, Api) and b.name == "pl.BlockSpec" for b in bases) \
+                and all(_harmless_base(b, n) or (isinstance(b, Api) and b.name == "pl.BlockSpec")
+                        for b, n in zip(bases, node.bases)) and not decorators:
+            init = next((s for s in node.body if isinstance(s, ast.FunctionDef)
+                         and s.name == "__init__"), None)
+            frame.scope.vars[node.name] = binding.SpecClass(init=init, scope=frame.scope)
+            return
         # A pltpu.BufferedRef subclass: its copy/wait overrides are what
         # emit_pipeline calls, on buffers and semaphores jax allocates.
         is_buffered = any(buffered.is_buffered_ref(b) for b in bases) \
@@ -1056,6 +1063,8 @@ class Interpreter:
 
     def attribute(self, base: Value, attr: str, node: ast.expr, frame: Frame) -> Value:
         """`base.attr` (also `getattr(base, "attr")`)."""
+        if isinstance(base, binding.SpecHolder) and attr == "__init__":
+            return binding.SpecInit(holder=base)
         if isinstance(base, Api):
             return Api(name=api.join(base.name, attr), decl=node)
         if isinstance(base, ModuleRef):
@@ -1556,6 +1565,8 @@ class Interpreter:
             return binding.run_pl_kernel(self, func, operands, made)
         if isinstance(func, binding.ScopedFunc):
             return func.call(self, args, frame)
+        if isinstance(func, (binding.SpecClass, binding.SpecInit)):
+            return func.call(self, args, kwargs, node, frame)
         if isinstance(func, binding.PartialApi) and func.makes_value():
             # `f = partial(jax.ShapeDtypeStruct, dtype=f32)`, then `f(shape)`
             return self.call_api(func.api, list(func.args) + list(args),
@@ -1580,6 +1591,12 @@ class Interpreter:
                 return Seq(items=values.items, keys=tuple(k.value for k in keys.items))
         if name == "dict" and func is UNKNOWN and not args:
             return Seq(items=tuple(a.value for a in kwargs.values()), keys=tuple(kwargs))
+        if name == "super" and func is UNKNOWN and not args:
+            # In a BlockSpec subclass's __init__: `super().__init__(...)`.
+            holder = next((v for v in frame.scope.vars.values()
+                           if isinstance(v, binding.SpecHolder)), None)
+            if holder is not None:
+                return holder
         if name in pyops.BUILTINS and func is UNKNOWN:
             return pyops.BUILTINS[name](args)
         for a in list(args) + list(kwargs.values()):
