@@ -77,3 +77,11 @@ MEMORY_SPACES = {
 }
 SEM_TYPES = {"SemaphoreType.DMA": "DMA", "SemaphoreType.REGULAR": "regular",
              "SemaphoreType.BARRIER": "barrier"}
+# Calls that allocate in a memory space (`pltpu.VMEM((8, 128), f32)`).
+ALLOC_SPACES = {"VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
+                "MemorySpace.HBM", "MemorySpace.ANY"}
+# Everything apis/allocations.py makes a value of (with SEM_TYPES): what a
+# `functools.partial` of it makes when called.
+CONSTRUCTORS = ALLOC_SPACES | {"BlockSpec", "PrefetchScalarGridSpec", "GridSpec", "ds", "dslice",
+                               "Slice", "Squeezed", "squeezed", "Blocked", "Element",
+                               "BoundedSlice"}

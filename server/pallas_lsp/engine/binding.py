@@ -21,10 +21,6 @@ if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
 
 SQUEEZED = _SQUEEZED = "__squeezed__"
-# pl / pltpu names (after the prefix) that make a value when called.
-_CONSTRUCTORS = {"BlockSpec", "VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
-                 "MemorySpace.HBM", "MemorySpace.ANY", "PrefetchScalarGridSpec", "GridSpec", "ds",
-                 "dslice", "Slice"}
 
 
 # ---------------------------------------------------------------- decorators
@@ -73,7 +69,7 @@ class PartialApi(Decorator):
         `jnp.zeros`...): calling it makes that value. Partials of the APIs
         `apply` knows run a function; the others (`jax.jit`...) wrap one."""
         t = api.tail(self.api)
-        return t in _CONSTRUCTORS or t in api.SEM_TYPES or self.api == "jax.ShapeDtypeStruct" \
+        return t in api.CONSTRUCTORS or t in api.SEM_TYPES or self.api == "jax.ShapeDtypeStruct" \
             or self.api.startswith("jnp.")
 
     def apply(self, interp, func, node, frame):

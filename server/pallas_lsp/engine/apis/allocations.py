@@ -15,8 +15,6 @@ from pallas_lsp.engine.values import UNKNOWN, SliceVal
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
 
-_SPACES = ("VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
-           "MemorySpace.HBM", "MemorySpace.ANY")
 DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
                          "int8", "int64", "uint32", "uint8", "uint16", "bool_",
                          "float8_e4m3fn", "float8_e5m2", "int4")}
@@ -26,7 +24,7 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
            node: ast.Call, frame: Frame) -> Value | None:
     if t == "BlockSpec":
         return binding.block_spec(args, kwargs)
-    if t in _SPACES:
+    if t in api.ALLOC_SPACES:
         return binding.memory_alloc(t.split(".")[-1], args, kwargs)
     if t in api.SEM_TYPES:
         return binding.sem_alloc(api.SEM_TYPES[t], args)
