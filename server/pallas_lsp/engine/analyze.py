@@ -1,7 +1,10 @@
 """Entry point of the engine: source text in, Analysis out."""
 from __future__ import annotations
 
+import gc
 import logging
+import threading
+from contextlib import contextmanager
 from dataclasses import replace
 
 from pallas_lsp.engine import backend, noqa
@@ -34,10 +37,39 @@ def analyze(source: str, path: str | None = None, *, project=None,
     if len(source) > MAX_BYTES:
         return Analysis(path=path, syntax_error=f"file too large to analyse ({len(source)} bytes)")
     try:
-        return _analyze(source, path, project, parse_missing, coverage)
+        with _collector_paused():
+            return _analyze(source, path, project, parse_missing, coverage)
     except Exception as exc:  # an engine bug must cost one file, not the editor session
         log.exception("pallas-lsp engine failed on %s", path or "<buffer>")
         return Analysis(path=path, internal_error=f"{type(exc).__name__}: {exc}")
+
+
+_gc_lock = threading.Lock()
+_gc_depth = 0  # analyses running now (the server's thread, the index's)
+_gc_was_enabled = False
+
+
+@contextmanager
+def _collector_paused():
+    """No cyclic garbage collection while a file is analysed. An analysis
+    allocates hundreds of thousands of short-lived objects (AST nodes,
+    values, scopes), which sets off collections that scan everything the
+    process holds (jedi's caches, in the server): 10 % of the time on its
+    own, long pauses in the server. Memory is still freed by reference
+    counting; the cycles left wait for the next collection after this."""
+    global _gc_depth, _gc_was_enabled
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _analyze(source: str, path: str | None, project, parse_missing: bool,

@@ -135,6 +135,8 @@ class Interpreter:
         self.kernel_backend: dict[int, str] = {}
         self.events = Events()
         self.names: dict[tuple, list] = {}  # (line, col) -> [node, value, is_param, is_assign]
+        self._consts: dict[ast.Constant, Const] = {}
+        self._api_attrs: dict[tuple, Api] = {}  # (attribute node, base name) -> Api
         self._param_names: dict[int, ast.Name] = {}  # id(ast.arg) -> a Name node at its place
         self.kernels: list[str] = []
         self.module_scope = self.root.scope
@@ -963,8 +965,9 @@ class Interpreter:
         if old is None:
             self.names[key] = [node, value, is_param, is_assign]
             return
-        if old[1] is not value and old[1] != value:
-            old[1] = join(old[1], value)
+        seen = old[1]
+        if seen is not value and seen is not UNKNOWN and seen != value:
+            old[1] = join(seen, value)
         old[2] = old[2] or is_param
         old[3] = old[3] or is_assign
 
@@ -999,13 +1002,23 @@ class Interpreter:
         return UNKNOWN  # an f-string: text, whatever is formatted into it
 
     def expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
-        return Const(value=node.value)
+        # Values are immutable: one Const per literal node, made once.
+        value = self._consts.get(node)
+        if value is None:
+            value = self._consts[node] = Const(value=node.value)
+        return value
 
     def expr_Name(self, node: ast.Name, frame: Frame) -> Value:
-        value = frame.scope.lookup(node.id)
-        if value is None:
+        name = node.id
+        s = frame.scope  # Scope.lookup, inlined: this runs for every name read
+        while s is not None:
+            value = s.vars.get(name)
+            if value is not None:
+                break
+            s = s.parent
+        else:
             mod = frame.scope.module or self.root
-            value = mod.scope.vars.get(node.id, UNKNOWN)
+            value = mod.scope.vars.get(name, UNKNOWN)
         if isinstance(value, Imported):
             value = self.deref(value)
         self.record_name(node, value, frame)
@@ -1066,7 +1079,11 @@ class Interpreter:
         if isinstance(base, binding.SpecHolder) and attr == "__init__":
             return binding.SpecInit(holder=base)
         if isinstance(base, Api):
-            return Api(name=api.join(base.name, attr), decl=node)
+            key = (node, base.name)
+            out = self._api_attrs.get(key)
+            if out is None:
+                out = self._api_attrs[key] = Api(name=api.join(base.name, attr), decl=node)
+            return out
         if isinstance(base, ModuleRef):
             return self.module_attr(base, attr)
         if isinstance(base, Seq) and base.keys is not None and base.origin.startswith("enum "):

@@ -236,8 +236,10 @@ _NULLABLE = (Ref, Spec, Alloc)
 def join(a: Value, b: Value) -> Value:
     """Least upper bound of two values: what a name holds after an if/else
     or a loop. Keeps what both sides agree on, forgets the rest."""
-    if a == b:
+    if a is b or a == b:
         return a
+    if isinstance(a, Unknown) or isinstance(b, Unknown):
+        return UNKNOWN  # no branch below takes one
     if isinstance(a, (Func, Choice)) and isinstance(b, (Func, Choice)):
         options = tuple(dict.fromkeys(_options(a) + _options(b)))
         return Choice(options=options) if len(options) <= MAX_CHOICES else UNKNOWN

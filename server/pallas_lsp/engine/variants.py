@@ -63,6 +63,9 @@ def flag_variants(func: ast.AST) -> list[dict]:
     if candidates:  # the walk is the expensive part: only when it can add a flag
         tested = tested_names(func)
         flags += [(p.arg, False) for p in candidates if p.arg in tested]
+    if flags:
+        inert = launch_options_only(func, {n for n, _ in flags})
+        flags = [f for f in flags if f[0] not in inert]
     if not flags:
         return []
     if len(flags) <= 2:
@@ -200,6 +203,42 @@ def none_test(node: ast.AST) -> str | None:
             and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
         return node.left.id
     return None
+
+
+# Keywords of a launch the engine does not model: a flag that only ever
+# feeds one of them runs the same code either way.
+_LAUNCH_OPTIONS = {"interpret", "debug", "name", "cost_estimate"}
+
+
+def launch_options_only(func: ast.AST, names: set[str]) -> set[str]:
+    """Those of `names` used in `func` (nested defs included) only as the
+    value of `interpret=` / `debug=`... of a launch (`pl.pallas_call`,
+    `pl.kernel`, a `functools.partial` of one): `interpret=interpret`
+    and nothing else. Running a launcher with such a flag flipped repeats
+    it for nothing."""
+    uses: dict[str, int] = {}
+    passed: dict[str, int] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and node.id in names:
+            uses[node.id] = uses.get(node.id, 0) + 1
+        elif isinstance(node, ast.Call) and _is_launch(node):
+            for kw in node.keywords:
+                if kw.arg in _LAUNCH_OPTIONS and isinstance(kw.value, ast.Name) \
+                        and kw.value.id in names:
+                    passed[kw.value.id] = passed.get(kw.value.id, 0) + 1
+    return {n for n, k in passed.items() if uses.get(n) == k}
+
+
+def _callee_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else \
+        node.id if isinstance(node, ast.Name) else ""
+
+
+def _is_launch(call: ast.Call) -> bool:
+    name = _callee_name(call.func)
+    if name == "partial" and call.args:
+        name = _callee_name(call.args[0])
+    return name in LAUNCH_NAMES or name == "emit_pipeline"
 
 
 def tested_names(func: ast.AST) -> set[str]:
