@@ -4,6 +4,10 @@ encoding."""
 from __future__ import annotations
 
 import functools
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from lsprotocol import types
@@ -53,7 +57,27 @@ def code_url(code: str, settings: Settings) -> str | None:
     return _default_code_url(code)
 
 
+# code -> (path, line) of its raise site in the installed jax, found by a child.
+_LOCATED: dict[str, tuple[str, int] | None] = {}
+_LOCATE = ("import json\n"
+           "from pallas_lsp import catalog\n"
+           "print(json.dumps({c: catalog.find_in_installed_jax(e) "
+           "for c, e in catalog.load().items()}))")
+
+
 def warm_code_urls() -> None:
+    """Find every code's raise site in the installed jax, in a child process:
+    that parses big jax modules, and a parse holds the GIL for tens of
+    milliseconds at a time (a hover would wait). Isolated mode (`-I`): the
+    child never imports from the workspace. In-process if the child fails."""
+    try:
+        out = subprocess.run([sys.executable, "-I", "-c", _LOCATE], capture_output=True,
+                             text=True, timeout=60, stdin=subprocess.DEVNULL,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        for code, where in json.loads(out.stdout or "{}").items():
+            _LOCATED[code] = (str(where[0]), int(where[1])) if where else None
+    except (OSError, subprocess.SubprocessError, ValueError, TypeError, IndexError):
+        pass
     try:
         for code in _catalog.load():
             _default_code_url(code)
@@ -71,7 +95,7 @@ def _default_code_url(code: str) -> str | None:
         if isinstance(url, str) and url:
             return url
     try:
-        found = _catalog.find_in_installed_jax(entry)
+        found = _LOCATED[code] if code in _LOCATED else _catalog.find_in_installed_jax(entry)
     except Exception:
         found = None
     if found is None:

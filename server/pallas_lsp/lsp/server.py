@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -33,7 +34,7 @@ from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
 from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, to_fs_path
-from pallas_lsp.lsp.workspace import WorkspaceIndex
+from pallas_lsp.lsp.workspace import MAX_DEFER_S, WorkspaceIndex
 from pallas_lsp.lsp.jedi_docs import JediDocs
 from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
 from pallas_lsp.lsp.selection import ProjectConfigs, Selected, select
@@ -364,7 +365,14 @@ class PallasLanguageServer(LanguageServer):
             await asyncio.wait_for(self.first_result.wait(), 2.0)
         except asyncio.TimeoutError:
             pass
-        self.analyses.background(convert.warm_code_urls)
+        # ... and once the editor is quiet: the first hovers come right after
+        # the first diagnostics, and must not wait behind this.
+        deadline = time.monotonic() + MAX_DEFER_S
+        while (left := min(self.project_index.wait_left(), deadline - time.monotonic())) > 0:
+            await asyncio.sleep(left)
+        # Its own thread: it mostly waits for a child process, and the analysis
+        # thread must stay free (a hover waits for the settled names there).
+        threading.Thread(target=convert.warm_code_urls, name="pallas-warm", daemon=True).start()
         self.api_docs.allow_extraction()  # a first extraction of the API docs, if needed
 
     # ------------------------------------------------------------ other files
@@ -536,6 +544,7 @@ class PallasLanguageServer(LanguageServer):
     async def analysis_for(self, uri: str) -> tuple[Snapshot, Analysis] | None:
         """The current version and its analysis; ContentModified when a newer
         version arrives before this one was analysed."""
+        self.project_index.touch()  # a request: background work waits
         snap = self.snapshot(uri)
         if snap is None:
             return None
@@ -694,6 +703,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: PallasLanguageServer, params: types.DidOpenTextDocumentParams):
+        ls.project_index.touch()
         ls.runs.opened(params.text_document.uri)
         ls.schedule_diagnostics(params.text_document.uri, 0.0)
         ls.project_index.refresh_callers(ls._path_of(params.text_document.uri))
@@ -704,6 +714,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: PallasLanguageServer, params: types.DidChangeTextDocumentParams):
         uri = params.text_document.uri
+        ls.project_index.touch()
         ls.runs.clear_file(uri)  # an edit clears the file's run diagnostics
         ls.schedule_diagnostics(uri)
         ls.schedule_dependents(uri)

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
@@ -29,6 +30,11 @@ log = logging.getLogger(__name__)
 
 MAX_CALLERS = 16  # closed callers analysed for one open helper module
 MAX_KERNEL_FILES = 2000  # files analysed to find kernels for workspace/symbol
+# Background work starts only after the editor has been quiet this long: an
+# analysis holds the GIL for tens of milliseconds, and a hover or the next
+# keystroke's diagnostics must not wait behind it.
+IDLE_S = 0.3
+MAX_DEFER_S = 1.5  # ... but never longer than this (a client may poll without pause)
 _LAUNCH_TEXT = re.compile(r"pallas_call|core_map|emit_pipeline|\bkernel\s*\(")
 
 
@@ -52,6 +58,7 @@ class WorkspaceIndex:
         self.kernels_scanned = threading.Event()
         self.indexed = threading.Event()
         self.generation = 0  # bumps when the project is replaced (new roots)
+        self._last_activity = 0.0
 
     # ------------------------------------------------------------ setup
 
@@ -71,6 +78,20 @@ class WorkspaceIndex:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def touch(self) -> None:
+        """The editor did something (an edit, a request): background work
+        waits until it has been quiet for IDLE_S."""
+        self._last_activity = time.monotonic()
+
+    def wait_left(self) -> float:
+        """Seconds until the editor will have been quiet for IDLE_S."""
+        return max(0.0, IDLE_S - (time.monotonic() - self._last_activity))
+
+    def _wait_until_idle(self) -> None:
+        deadline = time.monotonic() + MAX_DEFER_S
+        while (left := min(self.wait_left(), deadline - time.monotonic())) > 0:
+            time.sleep(left)
 
     # ------------------------------------------------------------ requests
 
@@ -127,6 +148,7 @@ class WorkspaceIndex:
             self._pending.add(key)
 
         def job():
+            self._wait_until_idle()
             with self._lock:
                 self._pending.discard(key)
             try:
