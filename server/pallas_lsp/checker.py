@@ -372,7 +372,7 @@ def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage
         text, problem = read_source(path)
         if problem is not None:
             return path, real, None, problem
-    analysis = analyze(text, real, project=project, coverage=coverage)
+    analysis = analyze(text, real, project=project, coverage=coverage, findings_only=True)
     return path, real, analysis, None
 
 
@@ -469,7 +469,7 @@ def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
         text = project.text(caller)
         if text is None:
             continue
-        analysis = analyze(text, caller, project=project, coverage=coverage)
+        analysis = analyze(text, caller, project=project, coverage=coverage, findings_only=True)
         for other, found in analysis.foreign.items():
             if other in checked:
                 foreign.setdefault(other, []).extend(found)

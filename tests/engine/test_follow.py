@@ -305,6 +305,38 @@ def launch(x):
     assert [f.code for f in analyze(tpu, "tpu.py").findings] == ["PAL207"]
 
 
+GPU_FILE = '''
+import jax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+
+def kernel(x_ref, o_ref, barrier):
+    pl.semaphore_wait(barrier, 2, decrement=False)
+
+
+def launch(x):
+    return plgpu.kernel(kernel, out_shape=x, scratch_shapes=[plgpu.Barrier()])(x)
+'''
+
+
+@pytest.mark.parametrize("change, skipped", [
+    ((), True),  # GPU modules only, libraries only: nothing to judge, not run
+    (("import jax\n", "import jax\nfrom . import helpers\n"), False),  # the user's code
+    (("import jax\n", "import jax\nimport mylib.kernels\n"), False),
+    (("def launch", "# runs on TPU too\ndef launch"), False),  # names a TPU
+    (("out_shape=x,", "out_shape=x, compiler_params={'mosaic': {}},"), False),
+])
+def test_command_line_skips_only_files_that_can_only_hold_gpu_kernels(change, skipped):
+    source = GPU_FILE.replace(*change) if change else GPU_FILE
+    full = analyze(source, "k.py")
+    fast = analyze(source, "k.py", findings_only=True)
+    assert full.findings == fast.findings
+    assert ("names" not in fast.lazy) == skipped  # not run: no names for hover either
+    broken = analyze(source + "\ndef broken(:\n", "k.py", findings_only=True)
+    assert broken.syntax_error  # still parsed: syntax errors are always reported
+
+
 def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():
     body = f'''
     def tpu_kernel(x_ref, o_ref, sem):

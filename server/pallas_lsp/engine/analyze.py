@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from pallas_lsp.engine import backend, noqa
-from pallas_lsp.engine.interp import Interpreter
+from pallas_lsp.engine.interp import LIBRARY_ROOTS, Interpreter
 from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descriptor, Finding,
                                      LaunchSite, Ref, Related, Seq, Span)
 from pallas_lsp.engine.values import OperandDecl, join
@@ -23,7 +23,8 @@ MAX_BYTES = 5_000_000
 
 
 def analyze(source: str, path: str | None = None, *, project=None,
-            parse_missing: bool = True, coverage: bool = False) -> Analysis:
+            parse_missing: bool = True, coverage: bool = False,
+            findings_only: bool = False) -> Analysis:
     """Infer what every name in every kernel is and run all rules.
 
     Never raises on bad input: a syntax error blanks the broken region and
@@ -33,12 +34,15 @@ def analyze(source: str, path: str | None = None, *, project=None,
     kernels in other files; findings located there are in `Analysis.foreign`
     and, when reached from a call in this file, also reported at that call.
     With `parse_missing=False` only files already parsed are read (the
-    server's edit path); `Analysis.missing` lists the others."""
+    server's edit path); `Analysis.missing` lists the others.
+    `findings_only` (the command line): files whose kernels can only be GPU
+    ones are parsed but not run; there is nothing to judge in them, and
+    names, launches and hover data are not wanted."""
     if len(source) > MAX_BYTES:
         return Analysis(path=path, syntax_error=f"file too large to analyse ({len(source)} bytes)")
     try:
         with _collector_paused():
-            return _analyze(source, path, project, parse_missing, coverage)
+            return _analyze(source, path, project, parse_missing, coverage, findings_only)
     except Exception as exc:  # an engine bug must cost one file, not the editor session
         log.exception("pallas-lsp engine failed on %s", path or "<buffer>")
         return Analysis(path=path, internal_error=f"{type(exc).__name__}: {exc}")
@@ -73,8 +77,10 @@ def _collector_paused():
 
 
 def _analyze(source: str, path: str | None, project, parse_missing: bool,
-             coverage: bool) -> Analysis:
+             coverage: bool, findings_only: bool = False) -> Analysis:
     src = parse(source)
+    if findings_only and not coverage and backend.gpu_only(src.tree, src.text, LIBRARY_ROOTS):
+        return Analysis(path=path, syntax_error=src.syntax_error)
     interp = Interpreter(src, path, project=project, parse_missing=parse_missing)
     interp.run()
     events = backend.tpu_only(interp.events, interp.kernel_backend, interp.file_backend)

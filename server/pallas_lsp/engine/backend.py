@@ -10,6 +10,8 @@ file that imports Pallas' GPU modules and not its TPU ones is GPU code.
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from dataclasses import dataclass, replace
 
 from pallas_lsp.engine.events import Events
@@ -85,6 +87,32 @@ def of_file(tree: ast.Module) -> str:
             elif "pallas.tpu" in n or "pallas.mosaic" in n or n.endswith("pallas.tpu_sc"):
                 tpu = True
     return GPU if gpu and not tpu else TPU
+
+
+# Anything that can make a kernel a TPU one: a TPU module or API, the
+# `"mosaic"` compiler-params key or backend name ("output" is not "tpu").
+_TPU_TEXT = re.compile(r"(?i)(?<![a-z])tpu|pltpu|[\"']mosaic[\"']")
+_IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import|import[ \t]+([^#\n]+))",
+                      re.M)
+
+
+def gpu_only(tree: ast.Module, text: str, libraries: set[str]) -> bool:
+    """Can every kernel of this file only be a GPU one? It imports Pallas' GPU
+    modules and none of its TPU ones, its text names nothing TPU, and it
+    imports only libraries (so no helper of the user's can launch a TPU kernel
+    from here). Then no rule has anything to judge in it."""
+    if of_file(tree) != GPU or _TPU_TEXT.search(text):
+        return False
+    known = libraries | set(sys.stdlib_module_names)
+    for m in _IMPORTS.finditer(text):
+        dots, module, names = m.groups()
+        if dots:
+            return False  # a relative import: the user's own code
+        roots = [module] if names is None else [n.strip() for n in names.split(",")]
+        for root in roots:
+            if root.split(".")[0].split(" ")[0].strip("()\\") not in known:
+                return False
+    return True
 
 
 def _top_level(tree: ast.Module):

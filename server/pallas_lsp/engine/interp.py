@@ -30,7 +30,7 @@ MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
 MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
 MAX_MODULES = 64  # other files one analysis may read (imports of imports included)
 # Imports from these never lead to user helpers worth summarising.
-_LIBRARY_ROOTS = {"jax", "jaxlib", "numpy", "np", "functools", "math", "typing", "dataclasses",
+LIBRARY_ROOTS = {"jax", "jaxlib", "numpy", "np", "functools", "math", "typing", "dataclasses",
                   "collections", "itertools", "os", "sys", "enum", "abc", "re", "logging",
                   "contextlib", "operator", "absl", "flax", "optax", "torch", "scipy"}
 
@@ -413,7 +413,7 @@ class Interpreter:
 
     def _user_module(self, frame: Frame, module: str, level: int) -> str | None:
         """The file of one of the user's modules, or None (a library, or no project)."""
-        if self.project is None or (not level and module.split(".")[0] in _LIBRARY_ROOTS):
+        if self.project is None or (not level and module.split(".")[0] in LIBRARY_ROOTS):
             return None
         importing = frame.mod.path if frame.mod is not None else self.path
         try:
