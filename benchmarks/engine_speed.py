@@ -4,11 +4,18 @@
 
 Prints one row per file (lines, median ms) and the totals. Not a test: the
 numbers depend on the machine; the closing notes record what we measured.
+
+Each time includes collecting the garbage the analysis leaves (`gc.collect()`
+after it; what existed before the first timing is frozen out of collections): an
+analysis that leaves reference cycles behind makes the collector pay later,
+somewhere else. The machine's speed varies (shared hosts); the calibration
+line times a fixed pure-Python loop, to compare runs made at different times.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib.util
 import statistics
 import sys
@@ -33,12 +40,17 @@ def main() -> None:
     args = ap.parse_args()
     files = args.paths or default_paths()
     texts = [(p, p.read_text(encoding="utf-8")) for p in files]
+    analyze(texts[0][1], str(texts[0][0]))  # imports done
+    gc.collect()
+    gc.freeze()  # what is here now is not the analyses' garbage: collections skip it
     rows = []
     for path, text in texts:
         times, parses = [], []
         for _ in range(args.repeat):
+            gc.collect()
             t = time.perf_counter()
             analyze(text, str(path))
+            gc.collect()  # what it left behind
             times.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             ast.parse(text)  # the floor under every analysis
@@ -67,6 +79,18 @@ def main() -> None:
           f"median over files >= 500 lines: {statistics.median(big) if big else float('nan'):.1f} ms "
           f"({statistics.median(per_k) if per_k else float('nan'):.1f} ms per 1,000 lines)")
     print(f"whole folder, one pass: {whole * 1000:.0f} ms; peak traced memory: {peak:.1f} MiB")
+    print(f"calibration: a 3,000,000-step Python loop takes {calibrate():.0f} ms here now")
+
+
+def calibrate() -> float:
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        x = 0
+        for i in range(3_000_000):
+            x += i
+        best = min(best, (time.perf_counter() - t) * 1000)
+    return best
 
 
 if __name__ == "__main__":

@@ -140,6 +140,9 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     if coverage:
         from pallas_lsp.engine.coverage import measure
         analysis.coverage = measure(src, interp, events)
+    if findings_only:
+        analysis.lazy.clear()  # nothing for the editor: the AST and the rest go now
+    interp.release()
     return analysis
 
 

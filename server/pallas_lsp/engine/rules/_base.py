@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -52,11 +53,15 @@ class _Tracked(list):
 
     def __init__(self, items, ctx):
         super().__init__(items)
-        self._ctx = ctx
+        # Weak: the context holds these lists, and a cycle would leave every
+        # analysis to the cyclic garbage collector.
+        self._ctx = weakref.ref(ctx)
 
     def __iter__(self):
+        ctx = self._ctx()
         for item in super().__iter__():
-            self._ctx.current = item
+            if ctx is not None:
+                ctx.current = item
             yield item
 
 
