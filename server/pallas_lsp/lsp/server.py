@@ -26,6 +26,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, RPCNotification, RPCRequest
 
 from pallas_lsp import __version__
+from pallas_lsp import catalog as _catalog
 from pallas_lsp.engine.model import Analysis, Api, Finding, Unknown
 from pallas_lsp.lsp import code_lens, convert, editor_features, framing, hover as hover_mod, \
     inlay, limits, noqa_edit, settings as settings_mod
@@ -671,6 +672,10 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         asyncio.ensure_future(ls.warm_up_later())
         ls.api_docs.configure(ls.settings.python_interpreter)
         editor_features.warm(ls)  # ~20 ms now rather than on the first hover
+        try:  # the catalog (API hovers, code links): ~15 ms of TOML, not on the first hover
+            _catalog.load()
+        except Exception as exc:
+            log.info("catalog failed to load: %s", exc)
         registrations = []
         if ls.feats.dynamic_configuration:
             registrations.append(types.Registration(
