@@ -10,6 +10,7 @@ from pallas_lsp.engine import variants
 
 LAUNCHER = '''
 def launch(x, causal: bool = False, interpret: bool = False, debug=False):
+    """`interpret`: run in interpret mode (if interpret, ...)."""
     def kernel(x_ref, o_ref):
         if causal:
             o_ref[...] = x_ref[...]
@@ -17,12 +18,19 @@ def launch(x, causal: bool = False, interpret: bool = False, debug=False):
 '''
 
 
-def flags(source: str) -> set[str]:
-    func = ast.parse(textwrap.dedent(source)).body[0]
-    return {name for variant in variants.flag_variants(func) for name in variant}
+@pytest.fixture(params=["text", "walk"])
+def flags(request):
+    """Flags with a variant of their own; the engine reads the file's text
+    first ("text"), the AST alone gives the same answer ("walk")."""
+    def flags(source: str) -> set[str]:
+        text = textwrap.dedent(source)
+        func = ast.parse(text).body[0]
+        lines = text.split("\n") if request.param == "text" else None
+        return {name for variant in variants.flag_variants(func, lines) for name in variant}
+    return flags
 
 
-def test_flags_that_only_feed_launch_options_get_no_variant():
+def test_flags_that_only_feed_launch_options_get_no_variant(flags):
     # interpret= and debug= change nothing the engine sees: no run for them.
     assert flags(LAUNCHER) == {"causal"}
 
@@ -30,13 +38,14 @@ def test_flags_that_only_feed_launch_options_get_no_variant():
 @pytest.mark.parametrize("use", [
     "    if interpret:\n        x = x + 1\n",  # tested: a variant
     "    x = helper(x, interpret=interpret)\n",  # handed to a user function that may test it
+    "    print('interpret' if interpret else '')  # a comment: interpret=interpret\n",
 ])
-def test_a_flag_used_any_other_way_keeps_its_variant(use):
+def test_a_flag_used_any_other_way_keeps_its_variant(use, flags):
     source = LAUNCHER.replace("    return pl.pallas_call", use + "    return pl.pallas_call")
     assert "interpret" in flags(source)
 
 
-def test_an_option_given_through_partial():
+def test_an_option_given_through_partial(flags):
     source = '''
 def launch(x, interpret: bool = False):
     call = functools.partial(pl.pallas_call, interpret=interpret)

@@ -256,7 +256,7 @@ class Interpreter:
             for node in functions:
                 if not (variants.mentions(node, lines) or id(node) in self._builders):
                     continue
-                runs = [(v, {}) for v in variants.flag_variants(node)]
+                runs = [(v, {}) for v in variants.flag_variants(node, self.src.lines)]
                 optional = variants.optional_variants(node, self.src.lines)
                 if optional and not runs:
                     runs.append(({}, {}))  # the defaults: every optional argument None
