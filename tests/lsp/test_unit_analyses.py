@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from pallas_lsp.lsp.analyses import AnalysisService
 from pallas_lsp.lsp.documents import Snapshot
@@ -31,3 +32,49 @@ def test_notices_survive_forget_for_the_same_version():
         assert service.notices(snap) == ()
 
     asyncio.run(go())
+
+
+class _Tracked:
+    """An Analysis stand-in that records when it is settled, and on which
+    thread it is freed."""
+
+    settled: list = []
+    freed_on: list = []
+
+    def __init__(self, version):
+        self.version, self.internal_error = version, None
+
+    def settle(self):
+        _Tracked.settled.append(self.version)
+
+    def __del__(self):
+        _Tracked.freed_on.append((self.version, threading.current_thread().name))
+
+
+def test_settled_after_the_publish_skipped_when_superseded_and_freed_off_the_loop():
+    """Editor-only data is built after the diagnostics are out, never for a
+    version a keystroke already replaced; the analysis a new one replaces is
+    freed on the analysis thread, not on the event loop (5-10 ms for a big
+    file's AST)."""
+    from pallas_lsp.lsp import analyses as mod
+
+    def engine(text, path=None):
+        return _Tracked(int(text.split("=")[1]))
+
+    service = AnalysisService(engine)
+    current = {"version": 1}
+    service.is_current = lambda snap: snap.version == current["version"]
+    _Tracked.settled.clear()
+    _Tracked.freed_on.clear()
+
+    async def go():
+        await service.get(Snapshot("file:///k.py", 1, "x = 1\n", "/k.py"))
+        assert _Tracked.settled == []  # not before the publish that waits for it
+        current["version"] = 2  # the user typed before it was settled
+        await service.get(Snapshot("file:///k.py", 2, "x = 2\n", "/k.py"))
+        await asyncio.sleep(mod.SETTLE_AFTER_S * 4)
+        await asyncio.wrap_future(service._worker.submit(lambda: None))  # settles have run
+
+    asyncio.run(go())
+    assert _Tracked.settled == [2]
+    assert _Tracked.freed_on == [(1, "pallas-analysis")]
