@@ -7,7 +7,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import replace
 
-from pallas_lsp.engine import backend, noqa
+from pallas_lsp.engine import backend, noqa, reparse
 from pallas_lsp.engine.interp import LIBRARY_ROOTS, Interpreter
 from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descriptor, Finding,
                                      LaunchSite, Ref, Related, Seq, Span)
@@ -78,7 +78,8 @@ def _collector_paused():
 
 def _analyze(source: str, path: str | None, project, parse_missing: bool,
              coverage: bool, findings_only: bool = False) -> Analysis:
-    src = parse(source)
+    # The editor's path (parse_missing=False) parses again only what an edit touched.
+    src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)
     if findings_only and not coverage and backend.gpu_only(src.tree, src.text, LIBRARY_ROOTS):
         return Analysis(path=path, syntax_error=src.syntax_error)
     interp = Interpreter(src, path, project=project, parse_missing=parse_missing)

@@ -51,10 +51,15 @@ class Source:
         return "\n".join(parts)
 
 
+def normalize(text: str) -> str:
+    """One kind of line end, no NUL (the parser rejects it)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", " ")
+
+
 def parse(text: str) -> Source:
     """Parse `text`; on a syntax error, blank the smallest region that makes
     the rest parse, so unaffected functions are still analysed."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", " ")
+    text = normalize(text)
     lines = text.split("\n")
     work = list(lines)
     try:
