@@ -18,19 +18,12 @@ def launch(x, causal: bool = False, interpret: bool = False, debug=False):
 '''
 
 
-@pytest.fixture(params=["text", "walk"])
-def flags(request):
-    """Flags with a variant of their own; the engine reads the file's text
-    first ("text"), the AST alone gives the same answer ("walk")."""
-    def flags(source: str) -> set[str]:
-        text = textwrap.dedent(source)
-        func = ast.parse(text).body[0]
-        lines = text.split("\n") if request.param == "text" else None
-        return {name for variant in variants.flag_variants(func, lines) for name in variant}
-    return flags
+def flags(source: str) -> set[str]:
+    func = ast.parse(textwrap.dedent(source)).body[0]
+    return {name for variant in variants.flag_variants(func) for name in variant}
 
 
-def test_flags_that_only_feed_launch_options_get_no_variant(flags):
+def test_flags_that_only_feed_launch_options_get_no_variant():
     # interpret= and debug= change nothing the engine sees: no run for them.
     assert flags(LAUNCHER) == {"causal"}
 
@@ -40,12 +33,12 @@ def test_flags_that_only_feed_launch_options_get_no_variant(flags):
     "    x = helper(x, interpret=interpret)\n",  # handed to a user function that may test it
     "    print('interpret' if interpret else '')  # a comment: interpret=interpret\n",
 ])
-def test_a_flag_used_any_other_way_keeps_its_variant(use, flags):
+def test_a_flag_used_any_other_way_keeps_its_variant(use):
     source = LAUNCHER.replace("    return pl.pallas_call", use + "    return pl.pallas_call")
     assert "interpret" in flags(source)
 
 
-def test_an_option_given_through_partial(flags):
+def test_an_option_given_through_partial():
     source = '''
 def launch(x, interpret: bool = False):
     call = functools.partial(pl.pallas_call, interpret=interpret)

@@ -256,7 +256,7 @@ class Interpreter:
             for node in functions:
                 if not (variants.mentions(node, lines) or id(node) in self._builders):
                     continue
-                runs = [(v, {}) for v in variants.flag_variants(node, self.src.lines)]
+                runs = [(v, {}) for v in variants.flag_variants(node)]
                 optional = variants.optional_variants(node, self.src.lines)
                 if optional and not runs:
                     runs.append(({}, {}))  # the defaults: every optional argument None
@@ -1035,16 +1035,10 @@ class Interpreter:
         return value
 
     def expr_Name(self, node: ast.Name, frame: Frame) -> Value:
-        name = node.id
-        s = frame.scope  # Scope.lookup, inlined: this runs for every name read
-        while s is not None:
-            value = s.vars.get(name)
-            if value is not None:
-                break
-            s = s.parent
-        else:
+        value = frame.scope.lookup(node.id)
+        if value is None:
             mod = frame.scope.module or self.root
-            value = mod.scope.vars.get(name, UNKNOWN)
+            value = mod.scope.vars.get(node.id, UNKNOWN)
         if isinstance(value, Imported):
             value = self.deref(value)
         self.record_name(node, value, frame)

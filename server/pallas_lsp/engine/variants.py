@@ -38,7 +38,7 @@ def params_with_defaults(func: ast.AST) -> list[tuple[ast.arg, ast.expr]]:
         + [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
 
 
-def flag_variants(func: ast.AST, lines: list[str] | None = None) -> list[dict]:
+def flag_variants(func: ast.AST) -> list[dict]:
     """Flag settings to run a launcher with: every combination of up to
     two boolean parameters with a literal default, else the defaults and
     each flag flipped alone (code that needs two flags at once is rare, and
@@ -64,7 +64,7 @@ def flag_variants(func: ast.AST, lines: list[str] | None = None) -> list[dict]:
         tested = tested_names(func)
         flags += [(p.arg, False) for p in candidates if p.arg in tested]
     if flags:
-        inert = launch_options_only(func, {n for n, _ in flags}, lines)
+        inert = launch_options_only(func, {n for n, _ in flags})
         flags = [f for f in flags if f[0] not in inert]
     if not flags:
         return []
@@ -210,71 +210,12 @@ def none_test(node: ast.AST) -> str | None:
 _LAUNCH_OPTIONS = {"interpret", "debug", "name", "cost_estimate"}
 
 
-_OPTIONS = "|".join(sorted(_LAUNCH_OPTIONS))
-# String literals and comments, blanked (newlines kept) before names are counted in text.
-_NOT_CODE = re.compile(r'(?s)"""(?:\\.|.)*?"""|\'\'\'(?:\\.|.)*?\'\'\'|"(?:\\.|[^"\\\n])*"'
-                       r"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
-_BODIES = ("body", "orelse", "finalbody", "handlers")
-
-
-def launch_options_only(func: ast.AST, names: set[str],
-                        lines: list[str] | None = None) -> set[str]:
+def launch_options_only(func: ast.AST, names: set[str]) -> set[str]:
     """Those of `names` used in `func` (nested defs included) only as the
     value of `interpret=` / `debug=`... of a launch (`pl.pallas_call`,
     `pl.kernel`, a `functools.partial` of one): `interpret=interpret`
     and nothing else. Running a launcher with such a flag flipped repeats
-    it for nothing. The uses are counted in the text (strings and comments
-    blanked); only the statements holding `option=name` are walked, to see
-    that the call is a launch (a walk of a whole launcher costs as much as
-    the runs it saves)."""
-    if lines is None or not func.body or func.body[0].lineno <= func.lineno:
-        return _options_only_by_walk(func, names)
-    first = func.body[0].lineno
-    body = "\n".join(lines[first - 1:getattr(func, "end_lineno", None) or func.lineno])
-    code = _NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), body)
-    out = set()
-    for name in names:
-        options = list(re.finditer(rf"\b(?:{_OPTIONS})\s*=\s*{name}(?!\w)", code))
-        if not options:
-            continue
-        # Every occurrence but keyword names (`f(name=...)`) reads the flag.
-        reads = len(re.findall(rf"(?<![\w.]){name}(?!\w)", code)) \
-            - len(re.findall(rf"[(,]\s*{name}\s*=(?!=)", code))
-        if reads != len(options):
-            continue
-        at = {first + code.count("\n", 0, m.end()) for m in options}
-        found = sum(1 for stmt in _statements_at(func.body, at) for node in ast.walk(stmt)
-                    if isinstance(node, ast.Call) and _is_launch(node)
-                    for kw in node.keywords if kw.arg in _LAUNCH_OPTIONS
-                    and isinstance(kw.value, ast.Name) and kw.value.id == name)
-        if found == len(options):
-            out.add(name)
-    return out
-
-
-def _statements_at(body: list, lines: set[int]) -> list:
-    """The innermost statements of `body` spanning any of `lines` (a compound
-    statement's header expressions are walked with it)."""
-    out, stack = [], list(body)
-    while stack:
-        stmt = stack.pop()
-        last = getattr(stmt, "end_lineno", stmt.lineno)
-        if not any(stmt.lineno <= ln <= last for ln in lines):
-            continue
-        inner = [s for f in _BODIES for s in getattr(stmt, f, None) or ()]
-        if not inner or isinstance(stmt, ast.ExceptHandler):
-            out.append(stmt)
-        else:
-            for f in stmt._fields:  # the header: test, iter, items, decorators...
-                v = getattr(stmt, f, None)
-                if f not in _BODIES:
-                    out.extend(x for x in (v if isinstance(v, list) else [v])
-                               if isinstance(x, ast.AST))
-            stack.extend(inner)
-    return out
-
-
-def _options_only_by_walk(func: ast.AST, names: set[str]) -> set[str]:
+    it for nothing."""
     uses: dict[str, int] = {}
     passed: dict[str, int] = {}
     for node in ast.walk(func):

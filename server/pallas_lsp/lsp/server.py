@@ -35,7 +35,7 @@ from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
 from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, to_fs_path
-from pallas_lsp.lsp.workspace import MAX_DEFER_S, WorkspaceIndex
+from pallas_lsp.lsp.workspace import WorkspaceIndex
 from pallas_lsp.lsp.jedi_docs import JediDocs
 from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
 from pallas_lsp.lsp.selection import ProjectConfigs, Selected, select
@@ -389,8 +389,8 @@ class PallasLanguageServer(LanguageServer):
             pass
         # ... and once the editor is quiet: the first hovers come right after
         # the first diagnostics, and must not wait behind this.
-        deadline = time.monotonic() + MAX_DEFER_S
-        while (left := min(self.project_index.wait_left(), deadline - time.monotonic())) > 0:
+        since = time.monotonic()
+        while (left := self.project_index.wait_left(since)) > 0:
             await asyncio.sleep(left)
         # Its own thread: it mostly waits for a child process, and the analysis
         # thread must stay free (a hover waits for the settled names there).

@@ -84,13 +84,19 @@ class WorkspaceIndex:
         waits until it has been quiet for IDLE_S."""
         self._last_activity = time.monotonic()
 
-    def wait_left(self) -> float:
-        """Seconds until the editor will have been quiet for IDLE_S."""
-        return max(0.0, IDLE_S - (time.monotonic() - self._last_activity))
+    def wait_left(self, since: float | None = None) -> float:
+        """Seconds until the editor will have been quiet for IDLE_S; with
+        `since` (when the work was asked for), at most until MAX_DEFER_S
+        after it."""
+        now = time.monotonic()
+        left = IDLE_S - (now - self._last_activity)
+        if since is not None:
+            left = min(left, since + MAX_DEFER_S - now)
+        return max(0.0, left)
 
     def _wait_until_idle(self) -> None:
-        deadline = time.monotonic() + MAX_DEFER_S
-        while (left := min(self.wait_left(), deadline - time.monotonic())) > 0:
+        since = time.monotonic()
+        while (left := self.wait_left(since)) > 0:
             time.sleep(left)
 
     # ------------------------------------------------------------ requests
