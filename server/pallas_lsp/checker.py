@@ -283,7 +283,7 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
                           coverage=coverage)
     configs = Configs(options)
     files, problems = discover(paths, configs)
-    root, is_project = _project_root(paths)
+    root, kind = _project_root(paths)
     sources = options.sources
     overlay = (lambda p: sources.get(os.path.realpath(p))) if sources else None
 
@@ -301,7 +301,9 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         for other, found in analysis.foreign.items():
             foreign.setdefault(other, []).extend(found)
         _note_reach(reach, analysis)
-    _analyse_outside_callers(project, root, is_project, checked, foreign, reach, coverage)
+    if kind != "installed":
+        _analyse_outside_callers(project, root, kind == "project", checked, foreign, reach,
+                                 coverage)
     for real, item in checked.items():
         extra = foreign.get(real, [])
         if extra:
@@ -514,20 +516,28 @@ def check_paths(paths: list[Path], *, select=None, ignore=None, use_config: bool
     return results, problems
 
 
-def _project_root(paths: list[Path]) -> tuple[Path, bool]:
-    """The folder imports are resolved from and callers are looked for in:
-    the nearest pyproject.toml's folder above the first path, else the
-    folder above the outermost package around it, else the folder given
-    (or the file's folder). The flag says whether it is a project or package
-    (whose whole tree is indexed) rather than a loose folder."""
+def _project_root(paths: list[Path]) -> tuple[Path, str]:
+    """The folder imports are resolved from and callers are looked for in,
+    and what it is:
+    - "installed": the first path is an installed library (under
+      site-packages, maybe in a virtualenv inside the user's project);
+      imports resolve from site-packages, and no caller is looked for: the
+      project around the environment is not that library's code;
+    - "project": the nearest pyproject.toml's folder above the first path,
+      else the folder above the outermost package around it (the whole tree
+      is indexed for callers);
+    - "folder": the folder given, or the file's folder (its own scripts)."""
     first = (paths[0] if paths else Path.cwd()).absolute()
     if not first.exists():
-        return Path.cwd(), False
+        return Path.cwd(), "folder"
     start = first if first.is_dir() else first.parent
+    for folder in [start, *start.parents]:
+        if folder.name in ("site-packages", "dist-packages"):
+            return folder, "installed"
     found = find_pyproject(start)
     if found is not None:
-        return found.parent, True
+        return found.parent, "project"
     top = start
     while (top / "__init__.py").is_file() and top.parent != top:
         top = top.parent
-    return top, top != start or first.is_dir()
+    return top, "project" if top != start or first.is_dir() else "folder"

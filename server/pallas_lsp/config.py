@@ -25,11 +25,12 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pallas_lsp.codes import SelectorError, normalise_selector, specificity
 from pallas_lsp.engine.model import Finding, Severity
+from pallas_lsp.engine.records import replace
 from pallas_lsp.globs import PatternSet
 
 SEVERITIES = ("error", "warning", "info", "hint")

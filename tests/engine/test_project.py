@@ -225,6 +225,32 @@ def test_check_reports_a_library_module_from_callers_outside_the_paths(tmp_path)
     assert len(by_file["impl.py"]) == 5 and len(by_file["main.py"]) == 5
 
 
+
+def test_check_of_an_installed_library_takes_nothing_from_the_project_around_it(
+        tmp_path, monkeypatch):
+    # A virtualenv inside the project: the project imports the installed
+    # library but is not its code, so checking the library does not index
+    # the project to look for callers (that cost a third of `check` on
+    # jax's installed pallas/ tree) and reports nothing of the project's.
+    indexed = []
+    real_index = Project.index
+    monkeypatch.setattr(Project, "index",
+                        lambda self, paths=None: indexed.append(paths) or real_index(self, paths))
+    lib = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    _write(tmp_path, {"pyproject.toml": "[project]\nname = 'x'\n",
+                      "main.py": MAIN.format(imp="pkg.impl")})
+    _write(lib, {"pkg/__init__.py": "", "pkg/impl.py": HELPERS})
+    checked, problems = check_project([lib / "pkg" / "impl.py"])
+    assert problems == [] and indexed == []
+    [item] = checked
+    assert item.findings == []
+    # The same files as the user's own package: the project is searched and
+    # its calls count.
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/impl.py": HELPERS})
+    checked, _ = check_project([tmp_path / "pkg" / "impl.py"])
+    assert indexed == [[str(tmp_path.resolve())]] or indexed == [[str(tmp_path)]]
+    assert len(checked[0].findings) == 5
+
 def test_index_finds_importers(tmp_path):
     _write(tmp_path, {"pkg/__init__.py": "from .impl import copy_in\n", "pkg/impl.py": HELPERS,
                       "a.py": "from pkg import copy_in\n", "b.py": "import pkg.impl as m\n",

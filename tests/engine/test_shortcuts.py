@@ -6,6 +6,7 @@ import textwrap
 
 from pallas_lsp.engine.interp import Interpreter
 from pallas_lsp.engine.source import parse
+from pallas_lsp.engine.values import instance_writes
 from tests.engine.conftest import HEADER, codes
 
 ANY = "pl.BlockSpec(memory_space=pltpu.ANY)"
@@ -174,3 +175,68 @@ def test_a_caller_that_picks_the_launcher_from_a_registry_is_still_run():
         return LAUNCHERS["copy"](x, whole=True)
     '''
     assert "PAL103" in codes(body)
+
+
+def test_a_reference_implementation_handed_to_jax_is_not_run():
+    # custom_vjp / jit take functions the engine does not model, so they run
+    # later with unknown arguments; one that names nothing Pallas (a NumPy
+    # reference and its backward pass) cannot produce an event and is
+    # skipped, the jitted launcher is not.
+    interp, tree = _interp(f'''
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    @jax.jit
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT})(x)
+
+    @jax.custom_vjp
+    def reference(x):
+        return jnp.tanh(x) * 2
+
+    def reference_fwd(x):
+        return reference(x), x
+
+    def reference_bwd(res, g):
+        return (g * (1 - jnp.tanh(res) ** 2),)
+
+    reference.defvjp(reference_fwd, reference_bwd)
+    ''')
+    for name in ("reference", "reference_fwd", "reference_bwd"):
+        assert id(_def(tree, name)) not in interp._entered, name
+    assert id(_def(tree, "launch")) in interp._entered
+
+
+def test_recording_names_for_hover_does_not_change_the_analysis():
+    # A name seen with several values (`c`, one config per pass) shows their
+    # join on hover, made only when asked for. Joining two dataclass
+    # instances makes a new one, which counts as an instance write, and a
+    # loop pass that wrote an instance is run again: joined during the run,
+    # the hover record used to make the engine do more work.
+    body = f'''
+    @dataclasses.dataclass
+    class Cfg:
+        n: int
+        sem: object
+
+    def kernel(x_hbm, o_ref, buf, sems):
+        cfgs = (Cfg(0, sems.at[0]), Cfg(1, sems.at[1]))
+        for i in range(x_hbm.shape[0]):
+            for c in cfgs:
+                pltpu.make_async_copy(x_hbm.at[i], buf.at[c.n], c.sem).start()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes={SCRATCH})(x)
+    '''
+    src = HEADER + "import dataclasses\n" + textwrap.dedent(body)
+    runs = []
+    for names in (True, False):
+        interp = Interpreter(parse(src), "snippet.py", names=names)
+        before = instance_writes()
+        interp.run()
+        runs.append((interp._steps, instance_writes() - before))
+        if names:
+            [c] = {n.value.describe() for n in interp.name_infos() if n.name == "c"}
+            assert "Cfg" in c  # the two configs, joined field by field
+    assert runs[0] == runs[1]

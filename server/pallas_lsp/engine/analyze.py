@@ -5,12 +5,12 @@ import gc
 import logging
 import threading
 from contextlib import contextmanager
-from dataclasses import replace
 
 from pallas_lsp.engine import backend, noqa, reparse
 from pallas_lsp.engine.interp import LIBRARY_ROOTS, Interpreter
 from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descriptor, Finding,
                                      LaunchSite, Ref, Related, Seq, Span)
+from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import OperandDecl, join
 from pallas_lsp.engine.rules import RULES
 from pallas_lsp.engine.rules._base import Context
@@ -82,7 +82,8 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)
     if findings_only and not coverage and backend.gpu_only(src.tree, src.text, LIBRARY_ROOTS):
         return Analysis(path=path, syntax_error=src.syntax_error)
-    interp = Interpreter(src, path, project=project, parse_missing=parse_missing)
+    interp = Interpreter(src, path, project=project, parse_missing=parse_missing,
+                         names=not findings_only)
     interp.run()
     events = backend.tpu_only(interp.events, interp.kernel_backend, interp.file_backend)
     ctx = Context(src=src, events=events, sites=interp.sites)

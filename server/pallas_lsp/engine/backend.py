@@ -12,15 +12,15 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from dataclasses import dataclass, replace
 
 from pallas_lsp.engine.events import Events
 from pallas_lsp.engine.model import Api, Const, Seq, Value
+from pallas_lsp.engine.records import frozen, replace
 
 TPU, GPU, TRITON = "tpu", "gpu", "triton"
 
 
-@dataclass(frozen=True)
+@frozen
 class Hint(Value):
     """The result of an API call that names a backend (CompilerParams,
     a mesh constructor, ...)."""

@@ -7,12 +7,12 @@ Mirrors jax/_src/pallas/pallas_call.py and pallas/core.py as measured on jax
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.events import Arg, Launch, ScopedAlloc
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
+from pallas_lsp.engine.records import frozen, replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, Bound, Choice, GridSpec,
                                       Instance, OperandDecl, Partial, SeqOf, ShapeDtype, SliceVal,
                                       Spec, StarUnknown, is_record, join_all)
@@ -33,7 +33,7 @@ class Decorator(Value):
         return func
 
 
-@dataclass(frozen=True)
+@frozen
 class WhenDecorator(Decorator):
     def apply(self, interp, func, node, frame):
         if isinstance(func, Func):
@@ -43,7 +43,7 @@ class WhenDecorator(Decorator):
         return Const(value=None)
 
 
-@dataclass(frozen=True)
+@frozen
 class LoopDecorator(Decorator):
     def apply(self, interp, func, node, frame):
         if isinstance(func, Func):
@@ -55,7 +55,7 @@ class LoopDecorator(Decorator):
         return Const(value=None)
 
 
-@dataclass(frozen=True)
+@frozen
 class PartialApi(Decorator):
     """functools.partial(<Pallas API>, ...) as a decorator: run_scoped,
     kernel, core_map, pallas_call, emit_pipeline, lax.fori_loop."""
@@ -94,7 +94,7 @@ class PartialApi(Decorator):
         return func
 
 
-@dataclass(frozen=True)
+@frozen
 class SpecClass(Value):
     """A user subclass of `pl.BlockSpec` (`class PatchBlockSpec(BlockSpec)`,
     its own `__init__` calling `super().__init__(...)`): calling it makes the
@@ -130,7 +130,7 @@ class SpecHolder(Value):
         return id(self)
 
 
-@dataclass(frozen=True, eq=False)
+@frozen(eq=False)
 class SpecInit(Value):
     holder: object = None
 
@@ -140,7 +140,7 @@ class SpecInit(Value):
         return Const(value=None)
 
 
-@dataclass(frozen=True)
+@frozen
 class WithScoped(Decorator):
     """`@pl.with_scoped(*types, **kw_types)`: calling the function runs it
     under run_scoped, with the call's arguments first."""
@@ -152,7 +152,7 @@ class WithScoped(Decorator):
         return ScopedFunc(func=func, types=self.args, kw_types=self.kwargs, node=node)
 
 
-@dataclass(frozen=True)
+@frozen
 class ScopedFunc(Value):
     func: Value = UNKNOWN
     types: tuple = ()
@@ -166,7 +166,7 @@ class ScopedFunc(Value):
         return run_scoped(interp, func, list(self.types), dict(self.kw_types), self.node, frame)
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelDecorator(Decorator):
     kwargs: tuple = ()
 
@@ -176,7 +176,7 @@ class KernelDecorator(Decorator):
         return UNKNOWN
 
 
-@dataclass(frozen=True)
+@frozen
 class CoreMapDecorator(Decorator):
     args: tuple = ()
     kwargs: tuple = ()
@@ -319,7 +319,7 @@ def slice_value(lo: Value, hi: Value, has_step: bool) -> Value:
     return SliceVal()
 
 
-@dataclass(frozen=True)
+@frozen
 class _OpenSlice(Value):
     """`a:` / `:`: its size depends on the dimension."""
 
@@ -365,7 +365,7 @@ def index_shape(shape: Shape | None, comps: list[Value], slice_node: ast.AST) ->
 # ---------------------------------------------------------------- kernels
 
 
-@dataclass(frozen=True)
+@frozen
 class PallasCallable(Value):
     """The function `pl.pallas_call(kernel, ...)` returns."""
 
@@ -821,7 +821,7 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
     return UNKNOWN
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelCallable(Value):
     """What `pl.kernel(body, ...)` returns when the body takes inputs: called
     with the operands, it runs the body (inputs first, then the outputs and
@@ -887,7 +887,7 @@ def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str,
     return Const(value=None)
 
 
-@dataclass(frozen=True)
+@frozen
 class PipelineCallable(Value):
     """What `pltpu.emit_pipeline(body, ...)` returns: called with the
     operands (and `scratches=`), it runs the body on one block per spec."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from pallas_lsp.engine import syntax
 from pallas_lsp.engine.model import Api, Array, Ref, SemKind, Seq, Space, Value
 from pallas_lsp.engine.values import UNKNOWN, Instance, Partial
 
@@ -22,10 +23,10 @@ def used_as_ref(func: ast.AST, name: str) -> bool:
     """Is `name` never unpacked, iterated, measured or given non-Ref
     attributes in `func` (a pytree of Refs would be)?"""
     parents: dict[int, ast.AST] = {}
-    for node in ast.walk(func):
-        for child in ast.iter_child_nodes(node):
+    for node in syntax.walk(func):
+        for child in syntax.children(node):
             parents[id(child)] = node
-    for node in ast.walk(func):
+    for node in syntax.walk(func):
         if not (isinstance(node, ast.Name) and node.id == name):
             continue
         up = parents.get(id(node))
@@ -83,7 +84,7 @@ def unpacked_refs(func: ast.AST, operand: str) -> tuple[list[bool], bool]:
     (`*_ref`, `*_hbm`, ...); anything else stays unknown."""
     slots: dict[int, list[str]] = {}
     lengths: set[int] = set()
-    for node in ast.walk(func):
+    for node in syntax.walk(func):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target, value = node.targets[0], node.value
@@ -101,7 +102,7 @@ def unpacked_refs(func: ast.AST, operand: str) -> tuple[list[bool], bool]:
             slots.setdefault(value.slice.value, []).append(target.id)
     if not slots:
         return [], False
-    dotted = {n.value.id for n in ast.walk(func) if isinstance(n, ast.Attribute)
+    dotted = {n.value.id for n in syntax.walk(func) if isinstance(n, ast.Attribute)
               and n.attr == "at" and isinstance(n.value, ast.Name)}
     out = []
     for i in range(max(slots) + 1):

@@ -7,17 +7,18 @@ bound. `pallas-lsp coverage` reports it; it is the measure of recall work.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from pallas_lsp.engine import api
+from pallas_lsp.engine import api, syntax
 from pallas_lsp.engine.events import Arg, Events
 from pallas_lsp.engine.model import Api, Array, Const, Ref
+from pallas_lsp.engine.records import record
 
 _LAUNCHERS = {"pallas_call", "kernel", "core_map", "emit_pipeline"}
 _ROLES = ("src", "dst", "sem", "send_sem")
 
 
-@dataclass
+@record
 class Site:
     kind: str  # dma | semaphore | ref
     api: str
@@ -34,7 +35,7 @@ class Site:
                 "reason": self.reason}
 
 
-@dataclass
+@record
 class LaunchSite:
     api: str
     kernel: str
@@ -48,7 +49,7 @@ class LaunchSite:
                 "bound": self.bound, "backend": self.backend, "reason": self.reason}
 
 
-@dataclass
+@record
 class FileCoverage:
     path: str | None
     backend: str = "tpu"
@@ -109,7 +110,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
     status = _event_status(events)
     scope = interp.root.scope.vars
     funcs = _enclosing_functions(src.tree)
-    for node in ast.walk(src.tree):
+    for node in syntax.walk(src.tree):
         if not isinstance(node, ast.Call):
             continue
         name = _api_name(node.func, scope)
@@ -154,7 +155,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
             old.bound, old.reason = True, ""
     cov.launches.extend(by_node.values())
     seen_launch = {id(launch.node) for launch in interp.events.launches}
-    for node in ast.walk(src.tree):
+    for node in syntax.walk(src.tree):
         if isinstance(node, ast.Call) and id(node) not in seen_launch:
             name = _api_name(node.func, scope)
             if name and api.tail(name) in _LAUNCHERS:
@@ -180,7 +181,7 @@ def _enclosing_functions(tree: ast.AST) -> dict[int, ast.AST]:
     out: dict[int, ast.AST] = {}
 
     def visit(node, func):
-        for child in ast.iter_child_nodes(node):
+        for child in syntax.children(node):
             inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                 ast.Lambda)) else func
             if isinstance(child, ast.Call) and func is not None:

@@ -4,12 +4,13 @@ run_scoped bodies the same way."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pallas_lsp.engine.model import Value
+from pallas_lsp.engine.records import record
 
 
-@dataclass
+@record
 class Arg:
     """One argument of an API call: its node (None when absent) and value."""
 
@@ -22,7 +23,7 @@ class Arg:
         return self.node is not None
 
 
-@dataclass
+@record
 class DmaCall:
     """A call that builds a copy descriptor (and maybe starts it)."""
 
@@ -59,7 +60,7 @@ class DmaCall:
         return self.api == "sync_copy" or any(op.op.startswith("wait") for op in self.ops)
 
 
-@dataclass
+@record
 class DescOp:
     """`.start()`, `.wait()`, `.wait_recv()` or `.wait_send()` on a descriptor."""
 
@@ -70,7 +71,7 @@ class DescOp:
     add: Arg | None = None
 
 
-@dataclass
+@record
 class SemOp:
     """pl.semaphore_signal / semaphore_wait / semaphore_read."""
 
@@ -83,7 +84,7 @@ class SemOp:
     site: ast.AST | None = None
 
 
-@dataclass
+@record
 class RefAccess:
     """A direct read (`x[...]`, pltpu.load) or write (`x[...] = v`,
     pltpu.store) of a Ref, or a load/store API given a non-Ref."""
@@ -96,7 +97,7 @@ class RefAccess:
     site: ast.AST | None = None
 
 
-@dataclass
+@record
 class ScopedAlloc:
     """One allocation requested from pl.run_scoped."""
 
@@ -107,7 +108,7 @@ class ScopedAlloc:
     site: ast.AST | None = None
 
 
-@dataclass
+@record
 class RollCall:
     """pltpu.roll(x, shift, axis, *, stride=None, stride_axis=None)."""
 
@@ -121,7 +122,7 @@ class RollCall:
     site: ast.AST | None = None
 
 
-@dataclass
+@record
 class KernelOp:
     """A jnp / lax call or an arithmetic operator on Arrays inside a kernel
     (for the TPU-only rules PAL402 / PAL403)."""
@@ -133,7 +134,7 @@ class KernelOp:
     kernel_id: int = 0
 
 
-@dataclass
+@record
 class Launch:
     """A kernel launch site: pallas_call, pl.kernel, core_map, emit_pipeline
     (or a run_scoped body), with what the engine knew of its arguments."""
@@ -154,7 +155,7 @@ class Launch:
     compiler_params: Value | None = None
 
 
-@dataclass
+@record
 class Events:
     dmas: list[DmaCall] = field(default_factory=list)
     sem_ops: list[SemOp] = field(default_factory=list)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from pallas_lsp.engine import syntax
+
 
 def closure_values(scope: tuple, names: tuple) -> list:
     """The values of `names` in a (parent, vars) snapshot of a closure."""
@@ -17,7 +19,7 @@ def free_names(func: ast.AST) -> tuple:
     """Names a def reads that it (and the defs inside it) does not bind:
     what it takes from its closure or the module."""
     loads, stores = set(), set()
-    for node in ast.walk(func):
+    for node in syntax.walk(func):
         if isinstance(node, ast.Name):
             (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
         elif isinstance(node, ast.arg):
@@ -44,10 +46,10 @@ def straight_loop(node: ast.For, cache: dict) -> bool:
                 continue
             if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
                 # its own break/continue are its business; returns still count
-                stack.extend(x for x in ast.walk(n) if isinstance(x, (ast.Return, ast.Yield,
+                stack.extend(x for x in syntax.walk(n) if isinstance(x, (ast.Return, ast.Yield,
                                                                       ast.YieldFrom)))
                 continue
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(syntax.children(n))
         cache[id(node)] = hit
     return hit
 
@@ -70,12 +72,12 @@ def exposed_reads(loop: ast.AST) -> frozenset:
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
                 out.add(n.target.id)  # `x += 1` reads x (its target is a Store)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                out.update(m.id for m in ast.walk(n) if isinstance(m, ast.Name))
+                out.update(m.id for m in syntax.walk(n) if isinstance(m, ast.Name))
                 continue
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(syntax.children(n))
 
     def targets(node) -> set:
-        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        return {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
 
     def block(stmts, assigned: set) -> set:
         for stmt in stmts:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import ast
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import field
 
-from pallas_lsp.engine import api, apis, backend, binding, buffered, flow, pyops, relevance, variants
+from pallas_lsp.engine import (api, apis, backend, binding, buffered, flow, pyops, relevance,
+                               syntax, variants)
 from pallas_lsp.engine.apis import kernels, pytrees
 from pallas_lsp.engine.events import Arg, DescOp, Events, KernelOp, RefAccess
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, NameInfo, Ref, Seq, Value
+from pallas_lsp.engine.records import record, replace
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, AtProxy, Bound, Choice,
@@ -29,6 +31,12 @@ from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, AtProxy, Bou
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
 MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
+
+# Statements (and parts of them) that hold other statements.
+_HAS_BODY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor,
+             ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match, ast.excepthandler,
+             ast.match_case) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
 MAX_MODULES = 64  # other files one analysis may read (imports of imports included)
 # Imports from these never lead to user helpers worth summarising.
 LIBRARY_ROOTS = {"jax", "jaxlib", "numpy", "np", "functools", "math", "typing", "dataclasses",
@@ -107,7 +115,7 @@ class Scope:
                 out[name] = vb
 
 
-@dataclass
+@record
 class Frame:
     scope: Scope
     kernel: bool  # inside a kernel (names are recorded for hover)
@@ -126,10 +134,20 @@ class Frame:
     site: ast.AST | None = None
 
 
+def _fold(values: list[Value]) -> Value:
+    """The values a name had, joined in the order seen (Unknown absorbs)."""
+    out = values[0]
+    for v in values[1:]:
+        if out is not v and out is not UNKNOWN and out != v:
+            out = join(out, v)
+    return out
+
+
 class Interpreter:
     def __init__(self, src: Source, path: str | None = None, *, project=None,
-                 parse_missing: bool = True):
+                 parse_missing: bool = True, names: bool = True):
         self.src = src
+        self.want_names = names  # False: nobody will hover (the command line)
         self.path = path
         self.project = project  # project.Project: the user's other files
         self.parse_missing = parse_missing  # False: only files already parsed (edit path)
@@ -142,7 +160,7 @@ class Interpreter:
         self.file_backend = backend.of_file(src.tree)
         self.kernel_backend: dict[int, str] = {}
         self.events = Events()
-        self.names: dict[tuple, list] = {}  # (line, col) -> [node, value, is_param, is_assign]
+        self.names: dict[ast.AST, list] = {}  # Name node -> [node, value, is_param, is_assign]
         self._consts: dict[ast.Constant, Const] = {}
         self._api_attrs: dict[tuple, Api] = {}  # (attribute node, base name) -> Api
         self._param_names: dict[int, ast.Name] = {}  # id(ast.arg) -> a Name node at its place
@@ -176,6 +194,7 @@ class Interpreter:
         self._kernel_id = 0  # kernel of the frame being executed (for events)
         self._kernel_count = 0
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
+        self._idle_defs: set[int] = set()  # defs here that name nothing Pallas (relevance.py)
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)
         self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
         self._site: ast.AST | None = None  # Frame.site of the code being run (for events)
@@ -212,13 +231,18 @@ class Interpreter:
             frame = Frame(self.module_scope, kernel=False, mod=self.root)
             self.exec_body(self.src.tree.body, frame)
             self._flush_pending()
+            functions, classes = self._all_defs(self.src.tree)
+            relevant = relevance.relevant_defs(self.src, functions, classes,
+                                               self.module_scope.vars)
+            # Defs of this file that cannot reach Pallas are not run on their
+            # own: reference implementations handed to jax.custom_vjp or jit
+            # are most of the escaped functions of some kernel files.
+            self._idle_defs = {id(node) for node in functions if id(node) not in relevant
+                               and id(node) not in self._buffered_methods}
             self._run_escaped(frame)
             # Functions nobody called in this file (wrappers, tests, methods):
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
-            functions, classes = self._all_defs(self.src.tree)
-            relevant = relevance.relevant_defs(self.src, functions, classes,
-                                               self.module_scope.vars)
             for node in functions:
                 if id(node) not in self._entered and (id(node) in relevant
                                                       or id(node) in self._buffered_methods):
@@ -363,7 +387,7 @@ class Interpreter:
         that is where their pallas_call finds its specs."""
         while self._escaped_funcs:
             func = self._escaped_funcs.pop()
-            if id(func.node) not in self._entered:
+            if id(func.node) not in self._entered and id(func.node) not in self._idle_defs:
                 self.call_func(func, [], {}, frame, unknown_params=True)
                 self._flush_pending()
 
@@ -395,7 +419,7 @@ class Interpreter:
                         out.append(child)
                     elif isinstance(child, ast.ClassDef):
                         classes.append(child)
-                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    if isinstance(child, _HAS_BODY):
                         stack.append(child)
         return out, classes
 
@@ -419,7 +443,7 @@ class Interpreter:
         else:
             # Unmodelled statement: still evaluate nested expressions so API
             # calls inside are seen.
-            for child in ast.iter_child_nodes(node):
+            for child in syntax.children(node):
                 if isinstance(child, ast.expr):
                     self.eval(child, frame)
                 elif isinstance(child, ast.stmt):
@@ -982,27 +1006,32 @@ class Interpreter:
 
     def record_name(self, node: ast.Name, value: Value, frame: Frame, *,
                     is_param: bool = False, is_assign: bool = False) -> None:
-        if not frame.kernel or (frame.mod is not None and frame.mod is not self.root):
+        if not frame.kernel or not self.want_names \
+                or (frame.mod is not None and frame.mod is not self.root):
             return
-        # Spans and NameInfo are made on demand (`name_infos`): most names
-        # recorded are never looked at, and this runs for every name read.
-        key = (node.lineno, node.col_offset)
-        old = self.names.get(key)
+        # Spans, joined values and NameInfo are made on demand (`name_infos`):
+        # most names recorded are never looked at, and this runs for every
+        # name read (each loop pass and launcher variant reads it again).
+        old = self.names.get(node)
         if old is None:
-            self.names[key] = [node, value, is_param, is_assign]
+            self.names[node] = [node, [value], is_param, is_assign]
             return
         seen = old[1]
-        if seen is not value and seen is not UNKNOWN and seen != value:
-            old[1] = join(seen, value)
-        old[2] = old[2] or is_param
-        old[3] = old[3] or is_assign
+        if seen[-1] is not value:
+            seen.append(value)
+            if len(seen) > 32:
+                old[1] = [_fold(seen)]
+        if is_param:
+            old[2] = True
+        if is_assign:
+            old[3] = True
 
     def name_infos(self) -> list[NameInfo]:
         """Every name recorded in a kernel of this file, in source order."""
         span = self.src.span
-        out = [NameInfo(span=span(node), name=node.id, value=value, is_param=is_param,
+        out = [NameInfo(span=span(node), name=node.id, value=_fold(values), is_param=is_param,
                         is_assign=is_assign)
-               for node, value, is_param, is_assign in self.names.values()]
+               for node, values, is_param, is_assign in self.names.values()]
         out.sort(key=lambda n: (n.span.line, n.span.col))
         return out
 
@@ -1018,7 +1047,7 @@ class Interpreter:
             self.sites.setdefault(id(node), frame.site)
         method = _EXPR.get(type(node))
         if method is None:
-            for child in ast.iter_child_nodes(node):
+            for child in syntax.children(node):
                 if isinstance(child, ast.expr):
                     self.eval(child, frame)
             return UNKNOWN
@@ -1836,6 +1865,8 @@ class Interpreter:
                 self.record_param(p, v, frame)
 
     def record_param(self, p: ast.arg, value: Value, frame: Frame) -> None:
+        if not self.want_names:
+            return
         name = self._param_names.get(id(p))
         if name is None:
             name = self._param_names[id(p)] = ast.Name(

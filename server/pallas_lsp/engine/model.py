@@ -6,14 +6,16 @@ position encoding; the CLI adds 1 to both.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
+
+from pallas_lsp.engine.records import frozen, record
 
 
 # ---------------------------------------------------------------- positions
 
 
-@dataclass(frozen=True, order=True)
+@frozen(order=True)
 class Span:
     line: int
     col: int
@@ -56,7 +58,7 @@ class SemKind(str, Enum):
 Shape = tuple  # tuple[int | None, ...]; None = a dimension we cannot compute
 
 
-@dataclass(frozen=True)
+@frozen
 class Value:
     """Base of every abstract value. `origin` says where it came from."""
 
@@ -66,12 +68,12 @@ class Value:
         return "unknown"
 
 
-@dataclass(frozen=True)
+@frozen
 class Unknown(Value):
     """Anything the engine cannot pin down. Never produces a diagnostic."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Ref(Value):
     """A Pallas Ref (or a view of one, e.g. `x.at[i]`).
 
@@ -108,7 +110,7 @@ class Ref(Value):
         return " · ".join(parts)
 
 
-@dataclass(frozen=True)
+@frozen
 class Array(Value):
     """A traced value (jax.Array): what `x_ref[...]`, `x_ref[i]`, `pl.load`
     and arithmetic produce. `sem` is set when it was read out of a semaphore
@@ -127,7 +129,7 @@ class Array(Value):
         return "Array"
 
 
-@dataclass(frozen=True)
+@frozen
 class Descriptor(Value):
     """An AsyncCopyDescriptor. `args` keeps the values it was built from."""
 
@@ -141,7 +143,7 @@ class Descriptor(Value):
         return "remote copy descriptor" if self.remote else "local copy descriptor"
 
 
-@dataclass(frozen=True)
+@frozen
 class Seq(Value):
     """A Python tuple/list (or dict) of values, e.g. refs in a list."""
 
@@ -154,7 +156,7 @@ class Seq(Value):
         return f"({inner}{more})"
 
 
-@dataclass(frozen=True)
+@frozen
 class Const(Value):
     """A Python constant the engine tracked (int, bool, None, str, tuple)."""
 
@@ -164,7 +166,7 @@ class Const(Value):
         return repr(self.value)
 
 
-@dataclass(frozen=True)
+@frozen
 class Func(Value):
     """A Python function the engine can analyse when called (a def or lambda
     node), with the arguments bound by functools.partial."""
@@ -179,7 +181,7 @@ class Func(Value):
         return f"function {name}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Api(Value):
     """A Pallas API object, by canonical name, e.g. 'pltpu.make_async_copy'."""
 
@@ -231,27 +233,27 @@ class Severity(str, Enum):
     INFO = "info"
 
 
-@dataclass(frozen=True)
+@frozen
 class Edit:
     span: Span
     new_text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Fix:
     title: str
     edits: tuple[Edit, ...]
     safe: bool  # safe fixes are preferred and applied by fix-all
 
 
-@dataclass(frozen=True)
+@frozen
 class Related:
     span: Span
     message: str
     path: str | None = None  # another file (an imported helper); None: this file
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     code: str
     # JAX's own text (the catalog's `jax_message`, formatted), so it can be
@@ -269,7 +271,7 @@ class Finding:
         return f"{self.message} — {self.detail}" if self.detail else self.message
 
 
-@dataclass(frozen=True)
+@frozen
 class NameInfo:
     """One occurrence of a name inside a kernel, with what it was inferred to
     be there. Hover and inlay hints read these."""
@@ -282,7 +284,7 @@ class NameInfo:
     decl: Span | None = None  # what made the value (its BlockSpec, allocation, operand, copy)
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchSite:
     """A kernel launch (pallas_call, pl.kernel, core_map, emit_pipeline).
     Spans with an empty path are in the analysed file."""
@@ -296,14 +298,14 @@ class LaunchSite:
     backend: str = "tpu"
 
 
-@dataclass(frozen=True)
+@frozen
 class CallArg:
     keyword: str | None  # None: positional
     span: Span | None  # the argument expression (None: from **kwargs / *args)
     value: Value
 
 
-@dataclass(frozen=True)
+@frozen
 class ApiCall:
     """A Pallas API call the engine evaluated, with the values of its
     arguments (joined over every time it ran)."""
@@ -313,7 +315,7 @@ class ApiCall:
     args: tuple[CallArg, ...] = ()
 
 
-@dataclass
+@record
 class Analysis:
     path: str | None
     findings: list[Finding] = field(default_factory=list)

@@ -20,6 +20,7 @@ import stat
 import threading
 from typing import Callable, Iterable
 
+from pallas_lsp.engine import syntax
 from pallas_lsp.engine.source import Source, parse
 
 # Top-level modules that are never the user's code (saves resolving them).
@@ -71,8 +72,7 @@ def _read_disk(path: str) -> str | None:
 def _tag(src: Source) -> Source:
     """Mark every node with the source it belongs to, so that a finding on a
     node reached from another file's analysis knows its own file."""
-    import ast
-    for node in ast.walk(src.tree):
+    for node in syntax.walk(src.tree):
         node._pl_src = src  # type: ignore[attr-defined]
     return src
 

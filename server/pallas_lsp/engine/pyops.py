@@ -4,9 +4,10 @@ patterns, list stores, and hashable keys for memoising calls."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
+from pallas_lsp.engine import syntax
 from pallas_lsp.engine.model import Array, Const, Descriptor, Ref, Seq, Value
+from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, ClassVal, Given, Instance, Iter, Partial,
                                       SeqOf, ShapeDtype, Spec, StarUnknown, join_all)
 from pallas_lsp.engine.model import Func
@@ -16,12 +17,12 @@ def has_star(values) -> bool:
     return any(isinstance(v, StarUnknown) for v in values)
 
 
-@dataclass(frozen=True)
+@frozen
 class Zip(Value):
     seqs: tuple = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Enumerate(Value):
     seq: Value = UNKNOWN
 
@@ -107,7 +108,7 @@ def _builtin_isinstance(args):
     return UNKNOWN
 
 
-@dataclass(frozen=True)
+@frozen
 class Range(Value):
     n: int = 0
 
@@ -191,9 +192,9 @@ def pattern_matches(pattern: ast.pattern, subject: Value) -> bool | None:
 
 
 def pattern_names(pattern: ast.pattern) -> list[str]:
-    return [n.name for n in ast.walk(pattern)
+    return [n.name for n in syntax.walk(pattern)
             if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name] + \
-        [n.rest for n in ast.walk(pattern) if isinstance(n, ast.MatchMapping) and n.rest]
+        [n.rest for n in syntax.walk(pattern) if isinstance(n, ast.MatchMapping) and n.rest]
 
 
 def is_none(v: Value) -> bool | None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pallas_lsp.engine.model import Span
+from pallas_lsp.engine.records import record
 
 _MAX_REPAIRS = 25
 _TOP_LEVEL = re.compile(r"\S")
 
 
-@dataclass
+@record
 class Source:
     text: str
     lines: list[str]

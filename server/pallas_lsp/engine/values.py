@@ -2,15 +2,16 @@
 join used where control flow merges."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field
 
 from pallas_lsp.engine.model import (Array, Const, Descriptor, Func, Ref, SemKind, Seq, Shape,
                                      Space, Unknown, Value)
+from pallas_lsp.engine.records import frozen, replace
 
 UNKNOWN = Unknown()
 
 
-@dataclass(frozen=True)
+@frozen
 class Given(Value):
     """An optional argument that was passed (`bias=None` given an array): not
     None, otherwise as unknown as Unknown. Launcher variants use it."""
@@ -22,7 +23,7 @@ class Given(Value):
 GIVEN = Given(origin="an optional argument, given")
 
 
-@dataclass(frozen=True)
+@frozen
 class Spec(Value):
     """pl.BlockSpec(...): memory space and block shape (None dims squeezed)."""
 
@@ -35,7 +36,7 @@ class Spec(Value):
         return "BlockSpec"
 
 
-@dataclass(frozen=True)
+@frozen
 class Alloc(Value):
     """pltpu.VMEM(shape, dtype), pltpu.SemaphoreType.DMA((2,)), ...: what
     scratch_shapes / run_scoped turn into a Ref."""
@@ -55,7 +56,7 @@ class Alloc(Value):
         return "allocation"
 
 
-@dataclass(frozen=True)
+@frozen
 class ShapeDtype(Value):
     """jax.ShapeDtypeStruct(shape, dtype)."""
 
@@ -64,21 +65,21 @@ class ShapeDtype(Value):
     decl: object = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@frozen
 class SliceVal(Value):
     """pl.ds(start, size) / slice: `size` when it is a constant."""
 
     size: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class AtProxy(Value):
     """`ref.at`, waiting for its index."""
 
     ref: Ref = Ref()
 
 
-@dataclass(frozen=True)
+@frozen
 class Bound(Value):
     """A method looked up on a value we model (desc.start, ref.bitcast)."""
 
@@ -86,7 +87,7 @@ class Bound(Value):
     name: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class GridSpec(Value):
     """pltpu.PrefetchScalarGridSpec / pl.GridSpec arguments, kept as values."""
 
@@ -100,7 +101,7 @@ class GridSpec(Value):
     decl: object = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@frozen
 class SeqOf(Value):
     """A list whose length is not known but whose elements are alike, e.g.
     what a helper returns from two branches with lists of different lengths."""
@@ -111,7 +112,7 @@ class SeqOf(Value):
         return f"[{self.elem.describe()}, …]"
 
 
-@dataclass(frozen=True)
+@frozen
 class Partial(Value):
     """A list whose length is not known but whose first and/or last items
     are: what a list becomes when flags decide how many items it has
@@ -131,7 +132,7 @@ class Partial(Value):
         return Partial(head=self.head[1:], tail=self.tail[1:], elem=self.elem)
 
 
-@dataclass(frozen=True)
+@frozen
 class Iter(Value):
     """`iter(xs)`: what is left to read. `next(it)` rebinds the name.
 
@@ -164,7 +165,7 @@ def iter_of(rests) -> "Iter":
     return Iter(rest=rests[0], others=rests[1:])
 
 
-@dataclass(frozen=True)
+@frozen
 class Choice(Value):
     """One of a few functions (`kernel = a if flag else b`): a pallas_call
     given it analyses each."""
@@ -175,7 +176,7 @@ class Choice(Value):
         return " | ".join(o.describe() for o in self.options)
 
 
-@dataclass(frozen=True)
+@frozen
 class Imported(Value):
     """A name bound by `from m import name` to the user's module `path`;
     read lazily (the module is loaded the first time the name is used)."""
@@ -187,7 +188,7 @@ class Imported(Value):
         return f"imported {self.name}"
 
 
-@dataclass(frozen=True)
+@frozen
 class ModuleRef(Value):
     """One of the user's modules (`import pkg.mod as m`, `from pkg import mod`)."""
 
@@ -197,7 +198,7 @@ class ModuleRef(Value):
         return f"module {self.path}"
 
 
-@dataclass(frozen=True)
+@frozen
 class OperandDecl:
     """Where a kernel parameter bound to a launch operand comes from: the
     `index`-th argument of the call of the `launch` (pallas_call) node, once
@@ -435,7 +436,7 @@ class Instance(Value):
         return self.origin
 
 
-@dataclass(frozen=True)
+@frozen
 class StarUnknown(Value):
     """A `*args` whose length is not known; `elem` is what each of its items
     is, when that is known (`*blocks` of a pipeline's computed specs)."""

@@ -9,6 +9,7 @@ import ast
 import bisect
 import re
 
+from pallas_lsp.engine import syntax
 from pallas_lsp.engine.model import Const, Func
 from pallas_lsp.engine.values import GIVEN, UNKNOWN
 
@@ -107,11 +108,11 @@ def local_flag_pins(func: ast.AST) -> list[dict]:
                         node if len(node.targets) == 1 and isinstance(
                             node.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None)
                 else:
-                    for sub in ast.walk(t):
+                    for sub in syntax.walk(t):
                         if isinstance(sub, ast.Name):
                             assigned.setdefault(sub.id, []).append(None)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
-            for sub in ast.walk(node.target):
+            for sub in syntax.walk(node.target):
                 if isinstance(sub, ast.Name):
                     assigned.setdefault(sub.id, []).append(None)
         for name in ("body", "orelse", "finalbody", "handlers"):
@@ -120,7 +121,7 @@ def local_flag_pins(func: ast.AST) -> list[dict]:
                   if len(nodes) == 1 and nodes[0] is not None}
     if not candidates or not nested:
         return []
-    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    params = {a.arg for a in syntax.walk(func.args) if isinstance(a, ast.arg)}
     candidates = {n: v for n, v in candidates.items() if n not in params}
     in_kernel: set[str] = set()
     for fn in nested:
@@ -141,14 +142,14 @@ def local_flag_pins(func: ast.AST) -> list[dict]:
 def own_tests(func: ast.AST) -> set[str]:
     """Names tested (if / ternary / while) in `func` outside its nested defs."""
     out: set[str] = set()
-    stack = list(ast.iter_child_nodes(func))
+    stack = list(syntax.children(func))
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         if isinstance(node, (ast.If, ast.IfExp, ast.While)) and isinstance(node.test, ast.Name):
             out.add(node.test.id)
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(syntax.children(node))
     return out
 
 
@@ -218,7 +219,7 @@ def launch_options_only(func: ast.AST, names: set[str]) -> set[str]:
     it for nothing."""
     uses: dict[str, int] = {}
     passed: dict[str, int] = {}
-    for node in ast.walk(func):
+    for node in syntax.walk(func):
         if isinstance(node, ast.Name) and node.id in names:
             uses[node.id] = uses.get(node.id, 0) + 1
         elif isinstance(node, ast.Call) and _is_launch(node):
@@ -246,7 +247,7 @@ def tested_names(func: ast.AST) -> set[str]:
     `not` / `and` / `or`); a name also used any other way is left out."""
     tested: set[int] = set()
     names = []
-    for node in ast.walk(func):
+    for node in syntax.walk(func):
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 names.append(node)
@@ -298,7 +299,7 @@ def unreached_launch(func: ast.AST, reached: set[int], lines: list[int]) -> bool
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             if name in LAUNCH_NAMES:
                 return True
-        for child in ast.iter_child_nodes(node):
+        for child in syntax.children(node):
             if not isinstance(child, ast.stmt) or mentions(child, lines):
                 stack.append(child)
     return False

@@ -10,12 +10,13 @@ complete, else from what the engine knows of the argument's base name.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from lsprotocol import types
 
 from pallas_lsp.engine.model import (Analysis, Array, Descriptor, NameInfo, Ref, Seq, Span,
                                      Unknown, Value)
+from pallas_lsp.engine.records import replace
 from pallas_lsp.lsp import hover as hover_mod
 from pallas_lsp.lsp.inlay import short_kind
 from pallas_lsp.lsp.positions import LineIndex

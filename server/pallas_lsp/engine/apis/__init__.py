@@ -6,13 +6,13 @@ then stay silent about descriptors in them) and returns an Array for
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api, backend, binding
 from pallas_lsp.engine.apis import allocations, control, dma, kernels, pytrees, refs, semaphores
 from pallas_lsp.engine.events import Arg, KernelOp
 from pallas_lsp.engine.model import Api, Array, Func, Value
+from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import UNKNOWN, Choice
 
 if TYPE_CHECKING:

@@ -5,11 +5,12 @@ static (configuration, not leaves)."""
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pallas_lsp.engine import syntax
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
+from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import UNKNOWN, Instance, Partial, SeqOf, is_record, join_all
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def static_field(value: ast.expr) -> bool:
     flax's `struct.field(pytree_node=False)`: not a pytree leaf."""
     if not isinstance(value, ast.Call):
         return False
-    for kw in ast.walk(value):
+    for kw in syntax.walk(value):
         if isinstance(kw, ast.keyword) and kw.arg == "static" \
                 and isinstance(kw.value, ast.Constant) and kw.value.value is True:
             return True

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import ast
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterable
 
 from pallas_lsp.engine.events import Arg, DmaCall, Events
 from pallas_lsp.engine.model import (Array, Const, Edit, Finding, Fix, Ref, Related, SemKind,
                                      Severity, Span, fmt_shape)
+from pallas_lsp.engine.records import record
 from pallas_lsp.engine.source import Source
 
 
-@dataclass
+@record
 class Context:
     src: Source
     events: Events

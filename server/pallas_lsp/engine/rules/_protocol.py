@@ -5,10 +5,11 @@ start or wait *could* pair with the one in question."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pallas_lsp.engine.events import DmaCall, Events
 from pallas_lsp.engine.model import Ref, SemKind
+from pallas_lsp.engine.records import record
 
 
 def sem_root(value) -> str | None:
@@ -18,7 +19,7 @@ def sem_root(value) -> str | None:
     return None
 
 
-@dataclass
+@record
 class KernelProtocol:
     started: set = field(default_factory=set)  # roots some started DMA signals
     waited: set = field(default_factory=set)  # roots some DMA wait consumes

@@ -8,10 +8,10 @@ element (the smallest TPU dtype, int4), an unknown grid counts one buffer.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from pallas_lsp.engine.events import Launch
 from pallas_lsp.engine.model import Const, Seq, Space
+from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.tpu import DEFAULT_GENERATIONS, DEFAULT_SCOPED_VMEM, fmt_bytes  # noqa: F401
 from pallas_lsp.engine.values import ShapeDtype, Spec
 
@@ -122,7 +122,7 @@ def vmem_limit(launch: Launch):
 # ---------------------------------------------------------------- VMEM
 
 
-@dataclass(frozen=True)
+@frozen
 class Buffer:
     label: str  # "in_specs[0]", "out_specs", "scratch[1]"
     shape: tuple
@@ -132,7 +132,7 @@ class Buffer:
     counted: bool  # in the scoped limit (blocks) or not (scratch)
 
 
-@dataclass(frozen=True)
+@frozen
 class VmemEstimate:
     buffers: tuple[Buffer, ...]
     total: int  # what counts against the scoped limit
