@@ -8,8 +8,12 @@ numbers depend on the machine; the closing notes record what we measured.
 Each time includes collecting the garbage the analysis leaves (`gc.collect()`
 after it; what existed before the first timing is frozen out of collections): an
 analysis that leaves reference cycles behind makes the collector pay later,
-somewhere else. The machine's speed varies (shared hosts); the calibration
-line times a fixed pure-Python loop, to compare runs made at different times.
+somewhere else. Automatic collections are off while timing, as in the language
+server (it collects when the editor is quiet): otherwise the timing would
+include the young-generation scan the interpreter starts, when the analysis
+returns, over the hover data the result keeps (2 ms of flash attention's 40).
+The machine's speed varies (shared hosts); the calibration line times a fixed
+pure-Python loop, to compare runs made at different times.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ def main() -> None:
     analyze(texts[0][1], str(texts[0][0]))  # imports done
     gc.collect()
     gc.freeze()  # what is here now is not the analyses' garbage: collections skip it
+    gc.disable()  # as the server runs (see the docstring)
     rows = []
     for path, text in texts:
         times, parses = [], []

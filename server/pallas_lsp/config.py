@@ -22,7 +22,6 @@ becomes a warning and the rest applies.
 """
 from __future__ import annotations
 
-import difflib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -213,6 +212,7 @@ def from_mapping(section: dict, where: str = "settings", *, strict: bool = True,
 
     for key in section:
         if key not in KNOWN_KEYS:
+            import difflib  # only for a typo: every `check` starts here
             close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
             hint = f"; did you mean `{close[0]}`?" if close else \
                 f" (known: {', '.join(k for k in KNOWN_KEYS if k not in _FOREIGN_KEYS)})"

@@ -9,7 +9,6 @@ text would not parse, or that does not parse to begin with, is not touched.
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field
@@ -174,6 +173,7 @@ def write(entry: FileFix) -> None:
 
 
 def unified_diff(entry: FileFix, label: str) -> str:
+    import difflib  # --diff only
     before = entry.original.splitlines(keepends=True)
     after = entry.text.splitlines(keepends=True)
     lines = list(difflib.unified_diff(before, after, fromfile=f"a/{label}", tofile=f"b/{label}"))

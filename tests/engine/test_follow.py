@@ -342,6 +342,46 @@ def test_command_line_skips_only_files_that_can_only_hold_gpu_kernels(change, sk
     assert broken.syntax_error  # still parsed: syntax errors are always reported
 
 
+
+TABLE_FILE = '''
+import numpy as np
+
+TUNED = {
+    (128, 8): (64, 128),
+    (256, 8): (128, 128),
+}
+
+
+def pick(rows, cols):
+    return TUNED.get((rows, cols), (8, 128)) if np.ndim(rows) == 0 else None
+'''
+
+
+@pytest.mark.parametrize("change, inert", [
+    ((), True),  # names nothing Pallas, imports only libraries: only compiled
+    (("import numpy as np\n", "import numpy as np\nfrom . import kernels\n"), False),
+    (("import numpy as np\n", "import numpy as np\nimport mylib\n"), False),
+    (("def pick", "# see the pallas kernel\ndef pick"), False),
+    (("import numpy as np\n", "import numpy as np\nimport importlib\n"
+      "k = importlib.import_module('x')\n"), False),
+])
+def test_command_line_only_compiles_files_that_can_reach_no_kernel(change, inert, monkeypatch):
+    import sys
+    engine = sys.modules["pallas_lsp.engine.analyze"]  # the module, not the function
+    source = TABLE_FILE.replace(*change) if change else TABLE_FILE
+    parsed = []
+    real_parse = engine.parse
+    monkeypatch.setattr(engine, "parse", lambda text: (parsed.append(1), real_parse(text))[1])
+    fast = analyze(source, "t.py", findings_only=True)
+    assert fast.findings == [] and fast.syntax_error is None
+    assert (not parsed) == inert
+    # Broken, or compiled only by a parse's standards: the full path says what and where.
+    broken = analyze(source + "\ndef broken(:\n", "t.py", findings_only=True)
+    assert broken.syntax_error == analyze(source + "\ndef broken(:\n", "t.py").syntax_error
+    assert broken.syntax_error.startswith("line ")
+    outside = analyze(source + "\nreturn 1\n", "t.py", findings_only=True)
+    assert outside.syntax_error is None  # `ast.parse` accepts it; so do we, as before
+
 def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():
     body = f'''
     def tpu_kernel(x_ref, o_ref, sem):

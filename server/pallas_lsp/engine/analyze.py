@@ -6,7 +6,7 @@ import logging
 import threading
 from contextlib import contextmanager
 
-from pallas_lsp.engine import backend, noqa, reparse
+from pallas_lsp.engine import backend, noqa, relevance, reparse
 from pallas_lsp.engine.interp import LIBRARY_ROOTS, Interpreter
 from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descriptor, Finding,
                                      LaunchSite, Ref, Related, Seq, Span)
@@ -14,7 +14,7 @@ from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import OperandDecl, join
 from pallas_lsp.engine.rules import RULES
 from pallas_lsp.engine.rules._base import Context
-from pallas_lsp.engine.source import Source, parse
+from pallas_lsp.engine.source import Source, compiles, parse
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,9 @@ def analyze(source: str, path: str | None = None, *, project=None,
     With `parse_missing=False` only files already parsed are read (the
     server's edit path); `Analysis.missing` lists the others.
     `findings_only` (the command line): files whose kernels can only be GPU
-    ones are parsed but not run; there is nothing to judge in them, and
-    names, launches and hover data are not wanted."""
+    ones are parsed but not run, and files that can reach no kernel at all
+    (`relevance.inert_file`) are only compiled; there is nothing to judge in
+    them, and names, launches and hover data are not wanted."""
     if len(source) > MAX_BYTES:
         return Analysis(path=path, syntax_error=f"file too large to analyse ({len(source)} bytes)")
     try:
@@ -78,6 +79,9 @@ def _collector_paused():
 
 def _analyze(source: str, path: str | None, project, parse_missing: bool,
              coverage: bool, findings_only: bool = False) -> Analysis:
+    if findings_only and not coverage and relevance.inert_file(source, LIBRARY_ROOTS) \
+            and compiles(source):
+        return Analysis(path=path)
     # The editor's path (parse_missing=False) parses again only what an edit touched.
     src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)
     if findings_only and not coverage and backend.gpu_only(src.tree, src.text, LIBRARY_ROOTS):

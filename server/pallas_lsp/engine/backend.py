@@ -103,6 +103,12 @@ def gpu_only(tree: ast.Module, text: str, libraries: set[str]) -> bool:
     from here). Then no rule has anything to judge in it."""
     if of_file(tree) != GPU or _TPU_TEXT.search(text):
         return False
+    return imports_only_libraries(text, libraries)
+
+
+def imports_only_libraries(text: str, libraries: set[str]) -> bool:
+    """Does the file import only `libraries` and the standard library (no
+    relative import, no module of the user's)? By its import lines."""
     known = libraries | set(sys.stdlib_module_names)
     for m in _IMPORTS.finditer(text):
         dots, module, names = m.groups()

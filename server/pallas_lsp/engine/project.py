@@ -13,7 +13,6 @@ Nothing here imports jax or jedi, and nothing runs user code.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -87,7 +86,7 @@ class Project:
     def __init__(self, roots: Iterable[str] = (), overlay: Callable[[str], str | None] | None = None):
         self.roots = [os.path.realpath(r) for r in roots if r]
         self._overlay = overlay
-        self._sources: dict[str, tuple[bytes, Source]] = {}
+        self._sources: dict[str, tuple[str, Source]] = {}
         self._isfile: dict[str, bool] = {}
         self._resolved: dict[tuple, str | None] = {}
         self._real: dict[str, str] = {}
@@ -112,10 +111,11 @@ class Project:
         text = self.text(path)
         if text is None:
             return None
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         with self._lock:
             hit = self._sources.get(path)
-        if hit is not None and hit[0] == digest:
+        # Keyed by the text itself: usually the very string the Source holds,
+        # and comparing it costs less than hashing it (or importing hashlib).
+        if hit is not None and hit[0] == text:
             return hit[1]
         if not parse_missing:
             return None
@@ -125,7 +125,7 @@ class Project:
         with self._lock:
             if len(self._sources) >= _SOURCE_CACHE_LIMIT:
                 self._sources.clear()
-            self._sources[path] = (digest, src)
+            self._sources[path] = (text, src)
         return src
 
     def forget(self, path: str) -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 
+from pallas_lsp.engine import backend
 from pallas_lsp.engine.model import Api, Const, Func, Seq, Unknown
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import ClassVal
@@ -59,6 +61,20 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
                 grown.add(name)
         words |= grown
     return relevant
+
+
+# Text without these cannot use Pallas: its APIs are reached through a
+# module whose name contains "pallas" (or an alias of it), or by importing
+# by a computed name.
+_PALLAS_TEXT = re.compile(r"pallas|pltpu|plgpu|plsc|mosaic|\bpl\b|__import__|import_module")
+
+
+def inert_file(text: str, libraries: set[str]) -> bool:
+    """Can nothing in this file launch a kernel or reach one? It names nothing
+    Pallas and imports only libraries (no module of the user's, where a
+    launcher could be). Tables of tuned block sizes and NumPy mask builders
+    are like that; the command line only checks that they compile."""
+    return not _PALLAS_TEXT.search(text) and backend.imports_only_libraries(text, libraries)
 
 
 def _seed(value) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import xml.etree.ElementTree as ET
 
 from pallas_lsp import __version__
 from pallas_lsp.output import Loc, Row, display_path, uri
@@ -76,6 +75,7 @@ def as_github(rows: list[Row], **_) -> str:
 
 
 def as_junit(rows: list[Row], **_) -> str:
+    import xml.etree.ElementTree as ET  # junit only: every other format skips the import
     suites = ET.Element("testsuites", name=TOOL, tests=str(len(rows)),
                         failures=str(len(rows)), errors="0")
     by_file: dict[str, list[Row]] = {}
