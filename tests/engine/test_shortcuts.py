@@ -240,3 +240,26 @@ def test_recording_names_for_hover_does_not_change_the_analysis():
             [c] = {n.value.describe() for n in interp.name_infos() if n.name == "c"}
             assert "Cfg" in c  # the two configs, joined field by field
     assert runs[0] == runs[1]
+
+
+def test_a_launch_cost_estimate_is_not_worked_out():
+    # The engine models nothing of `cost_estimate=`: the user's estimator
+    # called for it is not run (the launch's other arguments still are).
+    interp, tree = _interp(f'''
+    def estimate(x):
+        flops = 2 * x.size
+        return CostEstimate(flops=flops, transcendentals=0, bytes_accessed=x.nbytes)
+
+    def spec(x):
+        return pl.BlockSpec((8, 128), lambda i: (i, 0))
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[spec(x)],
+                              cost_estimate=estimate(x))(x)
+    ''')
+    assert id(_def(tree, "estimate")) not in interp._entered
+    assert id(_def(tree, "spec")) in interp._entered
+    assert id(_def(tree, "kernel")) in interp._entered

@@ -283,6 +283,8 @@ def args_key(args: list, kwargs: dict) -> tuple:
 
 def hashable(obj):
     """A hashable stand-in for argument values (for memoising calls)."""
+    if obj.__class__ is list:  # never hashable: skip the raise and catch
+        return tuple([hashable(o) for o in obj])
     try:
         hash(obj)
         return obj
