@@ -8,7 +8,6 @@ The tool's own codes are described here: files that could not be checked
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from dataclasses import dataclass
 
@@ -134,7 +133,7 @@ def normalise_selector(text: str, where: str = "") -> str:
     head = "PAL" if sel.startswith("PAL") else ""
     lookalike = head + sel[len(head):].replace("O", "0").replace("I", "1").replace("L", "1")
     hint = [lookalike] if lookalike != sel and any(c.startswith(lookalike) for c in known) \
-        else difflib.get_close_matches(sel, known, n=1, cutoff=0.6)
+        else _close(sel, known)
     did_you_mean = f"; did you mean {hint[0]}?" if hint else ""
     raise SelectorError(f"{prefix}unknown rule code or prefix {text!r}{did_you_mean} "
                         f"(codes: PAL1xx, PAL2xx, PAL3xx, PAL4xx, PAL9xx; `ALL` selects every "
@@ -147,3 +146,8 @@ def matches(code: str, selectors) -> bool:
 
 def specificity(selector: str) -> int:
     return -1 if selector == "ALL" else len(selector)
+
+
+def _close(word: str, known) -> list[str]:
+    import difflib  # only for a typo: every `check` passes here
+    return difflib.get_close_matches(word, known, n=1, cutoff=0.6)

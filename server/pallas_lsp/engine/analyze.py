@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import logging
 import threading
 from contextlib import contextmanager
 
@@ -15,8 +14,6 @@ from pallas_lsp.engine.values import OperandDecl, join
 from pallas_lsp.engine.rules import RULES
 from pallas_lsp.engine.rules._base import Context
 from pallas_lsp.engine.source import Source, compiles, parse
-
-log = logging.getLogger(__name__)
 
 # Files bigger than this are not analysed (generated code); the caller is told.
 MAX_BYTES = 5_000_000
@@ -45,7 +42,9 @@ def analyze(source: str, path: str | None = None, *, project=None,
         with _collector_paused():
             return _analyze(source, path, project, parse_missing, coverage, findings_only)
     except Exception as exc:  # an engine bug must cost one file, not the editor session
-        log.exception("pallas-lsp engine failed on %s", path or "<buffer>")
+        import logging  # only here: importing it is 5 % of the command line's start-up
+        logging.getLogger(__name__).exception("pallas-lsp engine failed on %s",
+                                              path or "<buffer>")
         return Analysis(path=path, internal_error=f"{type(exc).__name__}: {exc}")
 
 
