@@ -365,21 +365,24 @@ def pick(rows, cols):
     (("import numpy as np\n", "import numpy as np\nimport importlib\n"
       "k = importlib.import_module('x')\n"), False),
 ])
-def test_command_line_only_compiles_files_that_can_reach_no_kernel(change, inert, monkeypatch):
+@pytest.mark.parametrize("findings_only", [True, False])  # the command line, the editor
+def test_files_that_can_reach_no_kernel_are_only_compiled(change, inert, findings_only,
+                                                          monkeypatch):
     import sys
     engine = sys.modules["pallas_lsp.engine.analyze"]  # the module, not the function
     source = TABLE_FILE.replace(*change) if change else TABLE_FILE
     parsed = []
     real_parse = engine.parse
     monkeypatch.setattr(engine, "parse", lambda text: (parsed.append(1), real_parse(text))[1])
-    fast = analyze(source, "t.py", findings_only=True)
-    assert fast.findings == [] and fast.syntax_error is None
+    fast = analyze(source, "t.py", findings_only=findings_only)
+    assert fast.findings == [] and fast.syntax_error is None and fast.names == []
     assert (not parsed) == inert
     # Broken, or compiled only by a parse's standards: the full path says what and where.
-    broken = analyze(source + "\ndef broken(:\n", "t.py", findings_only=True)
-    assert broken.syntax_error == analyze(source + "\ndef broken(:\n", "t.py").syntax_error
-    assert broken.syntax_error.startswith("line ")
-    outside = analyze(source + "\nreturn 1\n", "t.py", findings_only=True)
+    text = source + "\ndef broken(:\n"
+    broken = analyze(text, "t.py", findings_only=findings_only)
+    assert broken.syntax_error == f"line {text.split(chr(10)).index('def broken(:') + 1}: " \
+        "invalid syntax"
+    outside = analyze(source + "\nreturn 1\n", "t.py", findings_only=findings_only)
     assert outside.syntax_error is None  # `ast.parse` accepts it; so do we, as before
 
 def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():

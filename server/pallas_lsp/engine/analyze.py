@@ -32,10 +32,11 @@ def analyze(source: str, path: str | None = None, *, project=None,
     and, when reached from a call in this file, also reported at that call.
     With `parse_missing=False` only files already parsed are read (the
     server's edit path); `Analysis.missing` lists the others.
+    A file that can reach no kernel at all (`relevance.inert_file`: nothing
+    Pallas named, library imports only) is only compiled.
     `findings_only` (the command line): files whose kernels can only be GPU
-    ones are parsed but not run, and files that can reach no kernel at all
-    (`relevance.inert_file`) are only compiled; there is nothing to judge in
-    them, and names, launches and hover data are not wanted."""
+    ones are parsed but not run; there is nothing to judge in them, and
+    names, launches and hover data are not wanted."""
     if len(source) > MAX_BYTES:
         return Analysis(path=path, syntax_error=f"file too large to analyse ({len(source)} bytes)")
     try:
@@ -78,8 +79,9 @@ def _collector_paused():
 
 def _analyze(source: str, path: str | None, project, parse_missing: bool,
              coverage: bool, findings_only: bool = False) -> Analysis:
-    if findings_only and not coverage and relevance.inert_file(source, LIBRARY_ROOTS) \
-            and compiles(source):
+    # A file that can reach no kernel has nothing to analyse, for the editor
+    # either (no kernel names to hover, no launches): compiling it says all.
+    if not coverage and relevance.inert_file(source, LIBRARY_ROOTS) and compiles(source):
         return Analysis(path=path)
     # The editor's path (parse_missing=False) parses again only what an edit touched.
     src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)

@@ -72,8 +72,8 @@ _PALLAS_TEXT = re.compile(r"pallas|pltpu|plgpu|plsc|mosaic|\bpl\b|__import__|imp
 def inert_file(text: str, libraries: set[str]) -> bool:
     """Can nothing in this file launch a kernel or reach one? It names nothing
     Pallas and imports only libraries (no module of the user's, where a
-    launcher could be). Tables of tuned block sizes and NumPy mask builders
-    are like that; the command line only checks that they compile."""
+    launcher could be). Tables of tuned block sizes, NumPy mask builders and
+    most of a project's other files are like that: they are only compiled."""
     return not _PALLAS_TEXT.search(text) and backend.imports_only_libraries(text, libraries)
 
 
