@@ -32,7 +32,7 @@ MAX_DEPTH = 24  # nested helper calls followed from one kernel
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
 MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inputs
 
-_LAUNCH_TAILS = (".pallas_call", ".kernel", ".core_map")
+_LAUNCH_TAILS = tuple("." + name for name in variants.LAUNCH_NAMES)
 _COST = ("cost_estimate",)
 
 # Statements (and parts of them) that hold other statements.
@@ -135,15 +135,6 @@ class Frame:
     # The call in the analysed file through which this frame was reached,
     # when its code is in another file (findings there are also shown here).
     site: ast.AST | None = None
-
-
-def _fold(values: list[Value]) -> Value:
-    """The values a name had, joined in the order seen (Unknown absorbs)."""
-    out = values[0]
-    for v in values[1:]:
-        if out is not v and out is not UNKNOWN and out != v:
-            out = join(out, v)
-    return out
 
 
 class Interpreter:
@@ -1023,7 +1014,7 @@ class Interpreter:
         if seen[-1] is not value:
             seen.append(value)
             if len(seen) > 32:
-                old[1] = [_fold(seen)]
+                old[1] = [join_all(seen)]
         if is_param:
             old[2] = True
         if is_assign:
@@ -1032,7 +1023,7 @@ class Interpreter:
     def name_infos(self) -> list[NameInfo]:
         """Every name recorded in a kernel of this file, in source order."""
         span = self.src.span
-        out = [NameInfo(span=span(node), name=node.id, value=_fold(values), is_param=is_param,
+        out = [NameInfo(span=span(node), name=node.id, value=join_all(values), is_param=is_param,
                         is_assign=is_assign)
                for node, values, is_param, is_assign in self.names.values()]
         out.sort(key=lambda n: (n.span.line, n.span.col))

@@ -19,6 +19,7 @@ hashing for frozen ones, `order=True`, assignment refused with
 from __future__ import annotations
 
 import dataclasses
+import operator
 from operator import attrgetter
 
 FrozenInstanceError = dataclasses.FrozenInstanceError
@@ -142,7 +143,6 @@ def _eq(key):
 
 
 def _compare(key, op):
-    import operator
     fn = getattr(operator, op)
 
     def compare(self, other):
