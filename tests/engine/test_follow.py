@@ -358,7 +358,7 @@ def pick(rows, cols):
 
 
 @pytest.mark.parametrize("change, inert", [
-    ((), True),  # names nothing Pallas, imports only libraries: only compiled
+    ((), True),  # names nothing Pallas, imports only libraries: only checked for syntax
     (("import numpy as np\n", "import numpy as np\nfrom . import kernels\n"), False),
     (("import numpy as np\n", "import numpy as np\nimport mylib\n"), False),
     (("def pick", "# see the pallas kernel\ndef pick"), False),
@@ -366,7 +366,7 @@ def pick(rows, cols):
       "k = importlib.import_module('x')\n"), False),
 ])
 @pytest.mark.parametrize("findings_only", [True, False])  # the command line, the editor
-def test_files_that_can_reach_no_kernel_are_only_compiled(change, inert, findings_only,
+def test_files_that_can_reach_no_kernel_are_only_checked_for_syntax(change, inert, findings_only,
                                                           monkeypatch):
     import sys
     engine = sys.modules["pallas_lsp.engine.analyze"]  # the module, not the function
@@ -377,13 +377,14 @@ def test_files_that_can_reach_no_kernel_are_only_compiled(change, inert, finding
     fast = analyze(source, "t.py", findings_only=findings_only)
     assert fast.findings == [] and fast.syntax_error is None and fast.names == []
     assert (not parsed) == inert
-    # Broken, or compiled only by a parse's standards: the full path says what and where.
+    # Broken, or valid only by a parse's standards: the full path says what and where.
     text = source + "\ndef broken(:\n"
     broken = analyze(text, "t.py", findings_only=findings_only)
     assert broken.syntax_error == f"line {text.split(chr(10)).index('def broken(:') + 1}: " \
         "invalid syntax"
-    outside = analyze(source + "\nreturn 1\n", "t.py", findings_only=findings_only)
-    assert outside.syntax_error is None  # `ast.parse` accepts it; so do we, as before
+    for tail in ("\nreturn 1\n", "\nnonlocal x\n"):  # the compiler's / symbol table's objections
+        outside = analyze(source + tail, "t.py", findings_only=findings_only)
+        assert outside.syntax_error is None  # `ast.parse` accepts it; so do we, as before
 
 def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():
     body = f'''

@@ -13,7 +13,7 @@ from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import OperandDecl, join
 from pallas_lsp.engine.rules import RULES
 from pallas_lsp.engine.rules._base import Context
-from pallas_lsp.engine.source import Source, compiles, parse
+from pallas_lsp.engine.source import Source, parse, parses
 
 # Files bigger than this are not analysed (generated code); the caller is told.
 MAX_BYTES = 5_000_000
@@ -33,7 +33,7 @@ def analyze(source: str, path: str | None = None, *, project=None,
     With `parse_missing=False` only files already parsed are read (the
     server's edit path); `Analysis.missing` lists the others.
     A file that can reach no kernel at all (`relevance.inert_file`: nothing
-    Pallas named, library imports only) is only compiled.
+    Pallas named, library imports only) is only checked for syntax errors.
     `findings_only` (the command line): files whose kernels can only be GPU
     ones are parsed but not run; there is nothing to judge in them, and
     names, launches and hover data are not wanted."""
@@ -80,8 +80,8 @@ def _collector_paused():
 def _analyze(source: str, path: str | None, project, parse_missing: bool,
              coverage: bool, findings_only: bool = False) -> Analysis:
     # A file that can reach no kernel has nothing to analyse, for the editor
-    # either (no kernel names to hover, no launches): compiling it says all.
-    if not coverage and relevance.inert_file(source, LIBRARY_ROOTS) and compiles(source):
+    # either (no kernel names to hover, no launches): whether it parses says all.
+    if not coverage and relevance.inert_file(source, LIBRARY_ROOTS) and parses(source):
         return Analysis(path=path)
     # The editor's path (parse_missing=False) parses again only what an edit touched.
     src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)
