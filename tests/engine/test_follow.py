@@ -1553,6 +1553,35 @@ def test_launcher_branch_that_raises_does_not_merge_into_the_launch():
     assert _twin(body, "buf, sem)", "buf, sem.at[0])") == (["PAL103"], [])
 
 
+def test_branch_that_asserts_false_is_dead_code():
+    # `assert False` marks the branch as unfinished: its kernel name need
+    # not even exist, and the other branch's kernel is the one that runs.
+    body = f'''
+    def _impl(i, x_hbm, o_ref, buf, sems, *, block, seq):
+        c = pltpu.make_async_copy(x_hbm, buf, sems)
+        c.start()
+        c.wait()
+
+    def kernel(x_hbm, *refs, **options):
+        if options["block"] == options["seq"]:
+            assert False, "not written yet"
+            body = _impl_single_step
+        else:
+            body = _impl
+        for i in range(2):
+            body(i, x_hbm, *refs, **options)
+
+    def launch(x, block, seq):
+        return pl.pallas_call(
+            functools.partial(kernel, block=block, seq=seq), out_shape={OUT}, in_specs=[{ANY}],
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "buf, sems)", "buf, sems.at[1])") == (["PAL103"], [])
+    # A failing assertion on a path the engine decided goes on, as `raise` does.
+    decided = body.replace('options["block"] == options["seq"]', "True")
+    assert codes(decided) == []
+
+
 def test_branch_that_returns_early_leaves_the_other_side_after_the_if():
     body = f'''
     def kernel(x_hbm, o_ref, buf, sems):

@@ -874,7 +874,12 @@ class Interpreter:
             frame.left = True
 
     def stmt_Assert(self, node: ast.Assert, frame: Frame) -> None:
+        """`assert False` (a dead branch, marked) is a `raise`. A test the
+        engine computed to be false is not: like `if x is None: raise`, it
+        may rest on a default no caller passes."""
         self.eval(node.test, frame)  # names in it are kernel names too (hover)
+        if isinstance(node.test, ast.Constant) and not node.test.value:
+            self.stmt_Raise(node, frame)
 
     def stmt_With(self, node: ast.With, frame: Frame) -> None:
         for item in node.items:
