@@ -1582,6 +1582,33 @@ def test_branch_that_asserts_false_is_dead_code():
     assert codes(decided) == []
 
 
+def test_optional_callback_is_run_where_it_is_called():
+    # `hook if cond else None` handed to a helper that calls it: the call is
+    # the hook's (the None side could never be called), with its arguments.
+    body = f'''
+    def tile(buf, sems, on_flush):
+        buf[...] = buf[...] * 2
+        on_flush(sems)
+
+    def kernel(x_hbm, o_ref, buf, sems, *, mode):
+        def flush(sem):
+            c = pltpu.make_async_copy(x_hbm, buf, sem)
+            c.start()
+            c.wait()
+        tile(buf, sems, flush if mode == "replay" else None)
+
+    def launch(x, mode):
+        return pl.pallas_call(
+            functools.partial(kernel, mode=mode), out_shape={OUT}, in_specs=[{ANY}],
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "on_flush(sems)", "on_flush(sems.at[1])") == (["PAL103"], [])
+    # Tested against None first, it stays undecided.
+    guarded = body.replace("        on_flush(sems)", "        if on_flush is not None:\n"
+                           "            on_flush(sems)")
+    assert codes(guarded) == ["PAL103"]
+
+
 def test_branch_that_returns_early_leaves_the_other_side_after_the_if():
     body = f'''
     def kernel(x_hbm, o_ref, buf, sems):

@@ -168,12 +168,15 @@ def iter_of(rests) -> "Iter":
 @frozen
 class Choice(Value):
     """One of a few functions (`kernel = a if flag else b`): a pallas_call
-    given it analyses each."""
+    given it analyses each. `nullable`: or None (an optional callback,
+    `hook if flag else None`), which only a call that cannot happen would
+    receive."""
 
     options: tuple = ()
+    nullable: bool = False
 
     def describe(self) -> str:
-        return " | ".join(o.describe() for o in self.options)
+        return " | ".join([o.describe() for o in self.options] + ["None"] * self.nullable)
 
 
 @frozen
@@ -243,7 +246,14 @@ def join(a: Value, b: Value) -> Value:
         return UNKNOWN  # no branch below takes one
     if isinstance(a, (Func, Choice)) and isinstance(b, (Func, Choice)):
         options = tuple(dict.fromkeys(_options(a) + _options(b)))
-        return Choice(options=options) if len(options) <= MAX_CHOICES else UNKNOWN
+        nullable = getattr(a, "nullable", False) or getattr(b, "nullable", False)
+        return Choice(options=options, nullable=nullable) if len(options) <= MAX_CHOICES \
+            else UNKNOWN
+    # An optional callback (`hook if flag else None`): called, it is the function.
+    if isinstance(a, Const) and a.value is None and isinstance(b, (Func, Choice)):
+        return Choice(options=_options(b), nullable=True)
+    if isinstance(b, Const) and b.value is None and isinstance(a, (Func, Choice)):
+        return Choice(options=_options(a), nullable=True)
     # `d = None` before a loop that assigns a descriptor: treat as optional.
     if isinstance(a, Const) and a.value is None and isinstance(b, Descriptor):
         return b
