@@ -4,7 +4,7 @@ must be reported and, where it matters, its fixed twin that must not."""
 import pytest
 
 from pallas_lsp.engine import analyze
-from tests.engine.conftest import HEADER, codes, run
+from tests.engine.conftest import HEADER, codes, line_of, run
 
 ANY = "pl.BlockSpec(memory_space=pltpu.ANY)"
 OUT = "jax.ShapeDtypeStruct((8, 128), jnp.float32)"
@@ -408,6 +408,37 @@ def test_gpu_compiler_params_mark_one_kernel_in_a_mixed_file():
     lines = [src.split("\n")[f.span.line] for f in analysis.findings]
     assert [f.code for f in analysis.findings] == ["PAL207"]
     assert analysis.findings[0].span.line < src.index("def gpu_kernel") and "sem, 1" in lines[0]
+
+
+def test_sparsecore_kernels_may_accumulate_with_dma():
+    # SparseCore lowers some `add=True` copies; the TensorCore kernel next to
+    # it is still judged.
+    body = f'''
+    def tc_kernel(x_hbm, o_hbm, buf, sem):
+        pltpu.sync_copy(x_hbm, buf)
+        pltpu.sync_copy(buf, o_hbm, add=True)
+
+    def sc_kernel(x_hbm, o_hbm, ids, buf, shared):
+        pltpu.sync_copy(x_hbm, buf)
+        pltpu.sync_copy(buf, shared.at[ids], add=True)
+        pltpu.sync_copy(shared, o_hbm)
+
+    def on_tensorcore(x):
+        return pl.pallas_call(tc_kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA])(x)
+
+    def on_sparsecore(x):
+        mesh = plsc.VectorSubcoreMesh(core_axis_name="core", subcore_axis_name="subcore")
+        return pl.kernel(sc_kernel, out_type={OUT}, mesh=mesh,
+                         scratch_types=[pltpu.VMEM((8,), jnp.int32), pltpu.VMEM((8, 128), jnp.float32),
+                                        pltpu.VMEM_SHARED((8, 128), jnp.float32)])(x)
+    '''
+    header = HEADER + "from jax.experimental.pallas import tpu_sc as plsc\n"
+    analysis, src = run(body, header)
+    assert [f.code for f in analysis.findings] == ["PAL111"]
+    assert analysis.findings[0].span.line < line_of(src, "def sc_kernel")
+    assert sorted(la.kernel for la in analysis.launches if la.bound) == ["sc_kernel", "tc_kernel"]
 
 
 # ---------------------------------------------------------------- ref lists shaped by flags

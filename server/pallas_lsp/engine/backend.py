@@ -18,14 +18,23 @@ from pallas_lsp.engine.model import Api, Const, Seq, Value
 from pallas_lsp.engine.records import frozen, replace
 
 TPU, GPU, TRITON = "tpu", "gpu", "triton"
+SPARSECORE = "sparsecore"  # a TPU's SparseCore (its own lowering rules), not its TensorCore
 
 
 @frozen
 class Hint(Value):
     """The result of an API call that names a backend (CompilerParams,
-    a mesh constructor, ...)."""
+    a mesh constructor, ...); `core`: SPARSECORE for SparseCore meshes."""
 
     backend: str = TPU
+    core: str = ""
+
+
+def sparsecore_mesh(v: Value | None) -> bool:
+    """A SparseCore mesh, or a list of meshes with one (`mesh=[scs, vec]`)."""
+    if isinstance(v, Hint):
+        return v.core == SPARSECORE
+    return isinstance(v, Seq) and any(sparsecore_mesh(x) for x in v.items)
 
 
 def of_api(name: str) -> str | None:

@@ -781,6 +781,8 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
         or interp.file_backend
     launch = _launch(interp, "kernel", node, func, be, out_shape=_value(out),
                      scratch=_value(scratch), compiler_params=_value(kwargs.get("compiler_params")))
+    if backend.sparsecore_mesh(_value(kwargs.get("mesh"))):
+        launch.core = backend.SPARSECORE
     shapes = _leaves(out.value) if out is not None else []
     sv = scratch.value if scratch is not None else Seq()
     positional = _positional_params(func)
@@ -874,6 +876,8 @@ def core_map(interp: Interpreter, func: Func, args: list[Arg], kwargs: dict[str,
     scratch = kwargs.get("scratch_shapes")
     launch = _launch(interp, "core_map", node, func, be, scratch=_value(scratch),
                      compiler_params=_value(kwargs.get("compiler_params")))
+    if backend.sparsecore_mesh(mesh):
+        launch.core = backend.SPARSECORE
     sv = scratch.value if scratch is not None else Seq()
     pos: list[Value] = []
     kw: dict[str, Value] = {}

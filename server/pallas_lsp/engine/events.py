@@ -146,6 +146,7 @@ class Launch:
     bound: bool  # parameters bound and body run
     kernel_id: int = 0
     backend: str = "tpu"  # tpu | gpu | triton
+    core: str = ""  # "sparsecore": launched on a SparseCore mesh
     reason: str = ""  # why not bound, in words
     in_specs: Value | None = None
     out_specs: Value | None = None

@@ -35,6 +35,8 @@ def call(interp: Interpreter, name: str, args: list[Arg], kwargs: dict[str, Arg]
     hint = backend.of_api(name)
     if hint is not None and hint != backend.TPU:
         return backend.Hint(backend=hint)  # GPU compiler params, meshes, ...
+    if name.startswith("pl.tpu_sc.") and t.endswith("Mesh"):  # VectorSubcoreMesh, ScalarSubcoreMesh
+        return backend.Hint(backend=backend.TPU, core=backend.SPARSECORE)
     if name.startswith(("jnp.", "lax.", "jax.", "pl.", "pltpu.")):
         if frame.kernel_id:
             interp.events.kernel_ops.append(KernelOp("call", name, node, tuple(

@@ -1,4 +1,10 @@
-"""PAL111: a DMA with add=True."""
+"""PAL111: a DMA with add=True.
+
+Only TensorCore kernels are judged: SparseCore's lowering accepts `add=True`
+for some copies (between VMEM and shared VMEM, with indirect offsets). A DMA
+the engine saw outside any launch is not judged in a file that uses
+SparseCore, where it may well be SparseCore code."""
+from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.rules._base import Const, Context, Finding
 
 CODE = "PAL111"
@@ -6,7 +12,12 @@ MESSAGE = "DMA partial discharge add=True not yet implemented."
 
 
 def check(ctx: Context):
+    sparsecore = {la.kernel_id for la in ctx.events.launches
+                  if la.core == SPARSECORE and la.kernel_id}
+    sc_file = "tpu_sc" in ctx.src.text or bool(sparsecore)
     for call in ctx.events.dmas:
+        if call.kernel_id in sparsecore or (not call.kernel_id and sc_file):
+            continue
         sites = [call.add] + [op.add for op in call.ops if op.op == "start"]
         for arg in sites:
             if arg is None or not arg.present:
