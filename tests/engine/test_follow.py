@@ -441,6 +441,51 @@ def test_sparsecore_kernels_may_accumulate_with_dma():
     assert sorted(la.kernel for la in analysis.launches if la.bound) == ["sc_kernel", "tc_kernel"]
 
 
+def test_scratch_dict_entry_added_in_one_branch():
+    # `scratch["stage"] = ...` under a flag: the other entries stay known, and
+    # the optional one is the allocation or the parameter's None default.
+    body = f'''
+    def kernel(x_hbm, o_hbm, *, buf, sems, stage=None):
+        if stage is not None:
+            pltpu.sync_copy(x_hbm, stage)
+            pltpu.sync_copy(stage, buf)
+        c = pltpu.make_async_copy(x_hbm, buf, sems)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        scratch = dict(buf=pltpu.VMEM((8, 128), jnp.float32), sems=pltpu.SemaphoreType.DMA((2,)))
+        if x.shape[0] > 1024:
+            scratch["stage"] = pltpu.VMEM((8, 128), jnp.float32)
+        mesh = pltpu.create_tensorcore_mesh("core")
+        return pl.kernel(kernel, out_type={OUT}, mesh=mesh, scratch_types=scratch)(x)
+    '''
+    assert _twin(body, "buf, sems)", "buf, sems.at[0])") == (["PAL103"], [])
+    fixed = body.replace("buf, sems)", "buf, sems.at[0])")
+    assert _twin(fixed, "sync_copy(stage, buf)", "sync_copy(stage[...], buf)") == ([], ["PAL101"])
+
+
+def test_shared_vmem_and_empty_refs_are_refs():
+    body = f'''
+    def kernel(x_hbm, o_hbm, shared, sem):
+        local = jax.empty_ref(jax.core.ShapedArray((8, 128), jnp.float32),
+                              memory_space=pltpu.VMEM)
+        pltpu.make_async_copy(x_hbm, shared, sem).start()
+        pltpu.make_async_copy(x_hbm, shared, sem).wait()
+        pltpu.sync_copy(shared, local)
+        pltpu.sync_copy(local, o_hbm)
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY},
+                              scratch_shapes=[pltpu.VMEM_SHARED((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert _twin(body, "x_hbm, shared, sem).start()", "x_hbm, shared[...], sem).start()") \
+        == ([], ["PAL101"])
+    assert _twin(body, "pltpu.sync_copy(local, o_hbm)", "pltpu.sync_copy(local[...], o_hbm)") \
+        == ([], ["PAL101"])
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

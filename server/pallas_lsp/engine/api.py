@@ -68,7 +68,7 @@ LOADS = {"load"}
 STORES = {"store"}
 MEMORY_SPACES = {
     "ANY": "ANY", "HBM": "HBM", "VMEM": "VMEM", "SMEM": "SMEM",
-    "SEMAPHORE": "SEMAPHORE",
+    "SEMAPHORE": "SEMAPHORE", "VMEM_SHARED": "VMEM_SHARED", "MemorySpace.VMEM_SHARED": "VMEM_SHARED",
     "MemorySpace.ANY": "ANY", "MemorySpace.HBM": "HBM", "MemorySpace.VMEM": "VMEM",
     "MemorySpace.SMEM": "SMEM", "MemorySpace.SEMAPHORE": "SEMAPHORE",
     "TPUMemorySpace.ANY": "ANY", "TPUMemorySpace.HBM": "HBM",
@@ -78,8 +78,8 @@ MEMORY_SPACES = {
 SEM_TYPES = {"SemaphoreType.DMA": "DMA", "SemaphoreType.REGULAR": "regular",
              "SemaphoreType.BARRIER": "barrier"}
 # Calls that allocate in a memory space (`pltpu.VMEM((8, 128), f32)`).
-ALLOC_SPACES = {"VMEM", "SMEM", "HBM", "ANY", "MemorySpace.VMEM", "MemorySpace.SMEM",
-                "MemorySpace.HBM", "MemorySpace.ANY"}
+ALLOC_SPACES = {"VMEM", "SMEM", "HBM", "ANY", "VMEM_SHARED", "MemorySpace.VMEM", "MemorySpace.SMEM",
+                "MemorySpace.HBM", "MemorySpace.ANY", "MemorySpace.VMEM_SHARED"}
 # Everything apis/allocations.py makes a value of (with SEM_TYPES): what a
 # `functools.partial` of it makes when called.
 CONSTRUCTORS = ALLOC_SPACES | {"BlockSpec", "PrefetchScalarGridSpec", "GridSpec", "ds", "dslice",

@@ -354,6 +354,8 @@ def index_shape(shape: Shape | None, comps: list[Value], slice_node: ast.AST) ->
             continue
         elif isinstance(c, Array) and c.shape not in (None, ()):
             return None  # an array indexer: result shape is not simple
+        elif isinstance(c, Ref):
+            return None  # indexed by a Ref of offsets (SparseCore gathers): not simple either
         elif isinstance(c, Seq):
             return None
         else:

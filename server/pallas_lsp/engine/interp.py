@@ -993,9 +993,9 @@ class Interpreter:
                 kind="swap", node=target, ref=Arg(target.value, base),
                 value=Arg(value_node, value)))
         elif isinstance(target.value, ast.Name) and isinstance(base, (Seq, SeqOf)) \
-                and isinstance(value, (Descriptor, Ref, Array, Seq)):
-            # `copies[k] = make_async_copy(...)`: the list or dict is a value
-            # here, so rebind the name to the updated one.
+                and isinstance(value, (Descriptor, Ref, Array, Seq, Alloc, Spec)):
+            # `copies[k] = make_async_copy(...)`, `scratch["buf"] = pltpu.VMEM(...)`:
+            # the list or dict is a value here, so rebind the name to the updated one.
             frame.scope.rebind(target.value.id, pyops.stored(
                 base, index[0] if len(index) == 1 else UNKNOWN, value))
         else:

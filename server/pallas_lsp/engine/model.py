@@ -41,6 +41,7 @@ class Space(str, Enum):
     SMEM = "SMEM"
     ANY = "ANY"  # pl.ANY: whole array, left where it is (HBM on TPU)
     HBM = "HBM"
+    VMEM_SHARED = "VMEM_SHARED"  # shared by a core's subcores (SparseCore, newer TensorCores)
     SEMAPHORE = "SEMAPHORE"
     UNKNOWN = "?"
 

@@ -295,6 +295,14 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)
+    if isinstance(a, Seq) and isinstance(b, Seq) and a.keys is not None and b.keys is not None:
+        # A dict with a key set in one branch only (`if flag: opts["bias"] = b`):
+        # that entry is its value or None, as a keyword parameter defaulting
+        # to None receives it.
+        none = Const(value=None)
+        da, db = dict(zip(a.keys, a.items)), dict(zip(b.keys, b.items))
+        keys = tuple(dict.fromkeys(a.keys + b.keys))
+        return Seq(items=tuple(join(da.get(k, none), db.get(k, none)) for k in keys), keys=keys)
     if isinstance(a, Iter) and isinstance(b, Iter):
         return iter_of(a.rests() + b.rests())
     if isinstance(a, Instance) and isinstance(b, Instance) and a.cls is b.cls \

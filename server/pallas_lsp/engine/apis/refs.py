@@ -15,7 +15,7 @@ from pallas_lsp.engine.values import UNKNOWN
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
 
-NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.experimental.mutable_array",
+NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.empty_ref", "jax.experimental.mutable_array",
            "jax._src.core.mutable_array"}
 
 
