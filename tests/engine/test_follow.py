@@ -486,6 +486,23 @@ def test_shared_vmem_and_empty_refs_are_refs():
         == ([], ["PAL101"])
 
 
+def test_pl_kernel_with_uncounted_outputs_gets_inputs_from_its_call():
+    # `out_shape=x` (an array: not counted), scratch counted from the back;
+    # the call's two operands are the first two parameters.
+    body = f'''
+    def launch(x, shift):
+        @pl.kernel(out_shape=x, mesh=pltpu.create_tensorcore_mesh("core"),
+                   scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SMEM((1,), jnp.int32),
+                                   pltpu.SemaphoreType.DMA((2,))])
+        def kernel(x_hbm, s_hbm, o_hbm, buf, s_smem, sems):
+            pltpu.async_copy(s_hbm, s_smem, sems.at[0]).wait()
+            pltpu.async_copy(x_hbm.at[pl.ds(s_smem[0], 8)], buf, sems.at[1]).wait()
+        return kernel(x, shift)
+    '''
+    assert _twin(body, "x_hbm.at[pl.ds(s_smem[0], 8)]", "x_hbm[pl.ds(s_smem[0], 8)]") \
+        == ([], ["PAL101"])
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

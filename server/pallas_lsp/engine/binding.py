@@ -821,6 +821,15 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
                                 scratch_kw=tuple(scratch_kw.items()), params=tuple(params))
             interp.pending_kernels.append((kc, frame))
             return kc
+    elif args and args[0] is UNKNOWN:
+        # Outputs not counted (`out_shape=x`, an array), scratch counted from
+        # the back: the params before the scratch are the inputs, then the
+        # outputs. The call's operands say how many are inputs: run then.
+        n_open = len(args) - len(scratch_pos or [])
+        kc = KernelCallable(launch=launch, func=func, args=tuple(args), n_open=n_open,
+                            scratch_kw=tuple(scratch_kw.items()), params=tuple(params))
+        interp.pending_kernels.append((kc, frame))
+        return kc
     _bind_and_run(interp, launch, func, args, scratch_kw, frame, params)
     return UNKNOWN
 
@@ -835,6 +844,7 @@ class KernelCallable(Value):
     func: Value = UNKNOWN
     args: tuple = ()  # the body's positional values, inputs as plain Refs
     n_in: int = 0
+    n_open: int = 0  # inputs and outputs not told apart yet (the operands will)
     scratch_kw: tuple = ()
     params: tuple = ()
 
@@ -851,6 +861,9 @@ def run_pl_kernel(interp: Interpreter, kc: KernelCallable, operands: list[Value]
         for i, operand in enumerate(operands):
             if is_record(operand):
                 args[i] = _input_tree(operand, f"input #{i}", 0)
+    elif operands is not None and len(operands) <= kc.n_open:
+        for i, operand in enumerate(operands):  # one parameter per operand, its Ref tree
+            args[i] = _input_tree(operand, f"input #{i}", 0)
     _bind_and_run(interp, kc.launch, kc.func, args, dict(kc.scratch_kw), frame, list(kc.params))
     return UNKNOWN
 
