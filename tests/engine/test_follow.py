@@ -503,6 +503,30 @@ def test_pl_kernel_with_uncounted_outputs_gets_inputs_from_its_call():
         == ([], ["PAL101"])
 
 
+def test_kernel_launched_in_no_file_seen_is_checked_by_the_use_of_its_parameters():
+    # Kernel-only code (DMA calls) whose launch is in a file not analysed:
+    # parameters used as Refs are Refs; the rest of the kernel is not seen.
+    body = '''
+    def read_kernel(x_hbm, o_hbm, buf, sem, *, n):
+        for i in range(n):
+            c = pltpu.make_async_copy(x_hbm.at[i], buf, sem)
+            c.start()
+            c.wait()
+        pltpu.make_async_copy(x_hbm.at[n], buf, sem).start()  # the caller waits for it
+        pltpu.sync_copy(buf, o_hbm.at[0])
+
+    def fill(ids, buf, sem, value):
+        ids = ids.at[0].set(value)  # a jax array, not a Ref
+        pltpu.make_async_copy(buf, buf, sem).wait_send()
+        return ids[0]
+    '''
+    buggy = body.replace("x_hbm.at[i], buf", "x_hbm[i], buf")
+    assert codes(body) == ["PAL106"]  # wait_send() on a local copy; no PAL302 for `.start()`
+    assert codes(buggy) == ["PAL101", "PAL106"]
+    assert codes(body.replace("sync_copy(buf, o_hbm.at[0])", "sync_copy(buf[...], o_hbm.at[0])")) \
+        == ["PAL101", "PAL106"]
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

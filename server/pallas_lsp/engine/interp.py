@@ -16,10 +16,11 @@ import threading
 from dataclasses import field
 
 from pallas_lsp.engine import (api, apis, backend, binding, buffered, flow, pyops, relevance,
-                               syntax, variants)
+                               standalone, syntax, variants)
 from pallas_lsp.engine.apis import kernels, pytrees
 from pallas_lsp.engine.events import Arg, DescOp, Events, KernelOp, RefAccess
-from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, NameInfo, Ref, Seq, Value
+from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameInfo, Ref, Seq, Space,
+                                     Value)
 from pallas_lsp.engine.records import record, replace
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
@@ -244,9 +245,15 @@ class Interpreter:
                     # builder's `make_call` sees the builder's `kernel`).
                     func = self._closures.get(id(node)) or Func(node=node, scope=self.module_scope)
                     hooked = buffered.buffered_self(self._buffered_methods.get(id(node)), node)
+                    if not hooked and id(node) not in self._closures \
+                            and id(node) not in self._method_class:
+                        # Kernel code whose launch is elsewhere (standalone.py).
+                        hooked = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)",
+                                         space=Space.UNKNOWN)
+                                  for p in standalone.ref_params(node)}
                     if hooked:
-                        # Kernel code (emit_pipeline calls it), but the
-                        # pipeline around it is not seen: no protocol checks.
+                        # Kernel code (emit_pipeline calls it, or a launch not
+                        # seen), but the kernel around it is not: no protocol checks.
                         self.events.truncated.add(self._kernel_count + 1)
                         self.call_func(func, [], hooked, frame, unknown_params=True, kernel=True)
                     else:
