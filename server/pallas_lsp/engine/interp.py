@@ -245,18 +245,13 @@ class Interpreter:
                     # builder's `make_call` sees the builder's `kernel`).
                     func = self._closures.get(id(node)) or Func(node=node, scope=self.module_scope)
                     hooked = buffered.buffered_self(self._buffered_methods.get(id(node)), node)
-                    if not hooked and id(node) not in self._closures \
-                            and id(node) not in self._method_class:
-                        # Kernel code whose launch is elsewhere (standalone.py).
-                        hooked = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)",
-                                         space=Space.UNKNOWN)
-                                  for p in standalone.ref_params(node)}
                     if hooked:
-                        # Kernel code (emit_pipeline calls it, or a launch not
-                        # seen), but the kernel around it is not: no protocol checks.
+                        # Kernel code (emit_pipeline calls it), but the
+                        # pipeline around it is not seen: no protocol checks.
                         self.events.truncated.add(self._kernel_count + 1)
                         self.call_func(func, [], hooked, frame, unknown_params=True, kernel=True)
-                    else:
+                    elif id(node) in self._method_class or not self._run_unlaunched(func, frame):
+                        # (kernel code with no launch seen ran as such, above)
                         launched = len(self.events.launches)
                         self._drive(func, self._method_self(node), frame)
                         if len(self.events.launches) > launched:
@@ -389,8 +384,22 @@ class Interpreter:
         while self._escaped_funcs:
             func = self._escaped_funcs.pop()
             if id(func.node) not in self._entered and id(func.node) not in self._idle_defs:
-                self.call_func(func, [], {}, frame, unknown_params=True)
+                if not self._run_unlaunched(func, frame):
+                    self.call_func(func, [], {}, frame, unknown_params=True)
                 self._flush_pending()
+
+    def _run_unlaunched(self, func: Func, frame: Frame) -> bool:
+        """Kernel code no launch here reaches (standalone.py): run it as kernel
+        code, its parameters used as Refs bound to Refs, the kernel around it
+        unseen (no protocol checks). False when `func` is not kernel code."""
+        refs = standalone.ref_params(func.node)
+        if not refs:
+            return False
+        self.events.truncated.add(self._kernel_count + 1)
+        self.call_func(func, [], {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)",
+                                          space=Space.UNKNOWN) for p in refs},
+                       frame, unknown_params=True, kernel=True)
+        return True
 
     def _flush_pending(self) -> None:
         """Kernels of pallas_calls that were never called with operands."""

@@ -3,7 +3,8 @@ a file not opened, or nowhere yet).
 
 A function that calls a DMA or semaphore API can only run inside a kernel,
 and a parameter it uses as a Ref (`p.at[...]`, `p[...] = v`, handed to a
-DMA or semaphore call as a Ref) is a Ref whatever launch binds it. Run as
+DMA or semaphore call as a Ref) or names as one (`x_ref`, `x_hbm`) is a Ref
+whatever launch binds it. Run as
 kernel code with those Refs, such a function still gets the checks that do
 not depend on the launch: Ref-ness of DMA arguments, descriptor methods,
 priorities, device ids. What the launch decides (shapes, memory spaces,
@@ -22,6 +23,9 @@ _REF_POSITIONS = {"make_async_copy": (0, 1, 2), "async_copy": (0, 1, 2), "sync_c
                   "make_async_remote_copy": (0, 1, 2, 3), "async_remote_copy": (0, 1, 2, 3),
                   "semaphore_signal": (0,), "semaphore_wait": (0,), "semaphore_read": (0,)}
 _REF_KEYWORDS = {"src_ref", "dst_ref", "sem", "send_sem", "recv_sem", "sem_or_view"}
+# Pallas' naming convention for Refs (`x_ref`, `x_hbm`, `buf_vmem`), also
+# evidence where the only use is the one a bug changed (`copy(x_ref[...])`).
+_REF_SUFFIXES = ("_ref", "_hbm", "_vmem", "_smem")
 # `x.at[i].set(v)`: a jax array's functional update, not a Ref.
 _ARRAY_UPDATES = {"set", "add", "multiply", "mul", "divide", "min", "max", "get", "apply",
                   "power"}
@@ -42,7 +46,6 @@ def ref_params(func: ast.AST) -> list[str]:
     params = [p.arg for p in list(a.posonlyargs) + list(a.args)]
     if not params or params[0] in ("self", "cls"):
         return []
-    names = set(params)
     kernel_only = False
     refs: set[str] = set()
     arrays: set[str] = set()
@@ -72,5 +75,6 @@ def ref_params(func: ast.AST) -> list[str]:
             arrays.add(node.value.value.value.id)
     if not kernel_only:
         return []
-    return [p for p in params if p in refs and p not in arrays and p in names]
+    return [p for p in params if (p in refs or p.endswith(_REF_SUFFIXES) or p == "ref")
+            and p not in arrays]
 
