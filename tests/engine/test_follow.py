@@ -527,6 +527,20 @@ def test_kernel_launched_in_no_file_seen_is_checked_by_the_use_of_its_parameters
         == ["PAL101", "PAL106"]
 
 
+def test_kernel_body_handed_to_an_api_the_engine_does_not_model():
+    # A nested body given to an API the engine does not know (a private
+    # launcher): its parameters named as Refs are Refs.
+    body = '''
+    def run(x, mpmd_map):
+        def body(x_ref, out_vmem_ref, sem):
+            pltpu.make_async_copy(x_ref, out_vmem_ref, sem).wait()
+        return mpmd_map([body], out_types=x)(x)
+    '''
+    assert codes(body) == []
+    assert codes(body.replace("(x_ref, out_vmem_ref, sem).wait()",
+                              "(x_ref[...], out_vmem_ref, sem).wait()")) == ["PAL112"]
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 
