@@ -392,7 +392,12 @@ class Interpreter:
         """Kernel code no launch here reaches (standalone.py): run it as kernel
         code, its parameters used as Refs bound to Refs, the kernel around it
         unseen (no protocol checks). False when `func` is not kernel code."""
-        refs = standalone.ref_params(func.node)
+        node = func.node
+        src = getattr(node, "_pl_src", None) or self.src
+        text = "\n".join(src.lines[node.lineno - 1:getattr(node, "end_lineno", node.lineno)])
+        if "copy(" not in text and "semaphore_" not in text:
+            return False  # the text first: launchers are long, and their walk is not free
+        refs = standalone.ref_params(node)
         if not refs:
             return False
         self.events.truncated.add(self._kernel_count + 1)
