@@ -501,6 +501,10 @@ def test_pl_kernel_with_uncounted_outputs_gets_inputs_from_its_call():
     '''
     assert _twin(body, "x_hbm.at[pl.ds(s_smem[0], 8)]", "x_hbm[pl.ds(s_smem[0], 8)]") \
         == ([], ["PAL101"])
+    # The output after them is a Ref where its name says so.
+    out = body.replace("sems.at[1]).wait()", "sems.at[1]).wait()\n"
+                       "            pltpu.sync_copy(buf, o_hbm.at[pl.ds(0, 8)])")
+    assert _twin(out, "o_hbm.at[pl.ds(0, 8)]", "o_hbm[pl.ds(0, 8)]") == ([], ["PAL101"])
 
 
 def test_kernel_launched_in_no_file_seen_is_checked_by_the_use_of_its_parameters():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import api, backend
+from pallas_lsp.engine import api, backend, standalone
 from pallas_lsp.engine.events import Arg, Launch, ScopedAlloc
 from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, SemKind, Seq, Shape, Space, Value
 from pallas_lsp.engine.records import frozen, replace
@@ -864,6 +864,10 @@ def run_pl_kernel(interp: Interpreter, kc: KernelCallable, operands: list[Value]
     elif operands is not None and len(operands) <= kc.n_open:
         for i, operand in enumerate(operands):  # one parameter per operand, its Ref tree
             args[i] = _input_tree(operand, f"input #{i}", 0)
+        # The outputs follow, each a Ref or a tree of them: a Ref where named so (`o_hbm`).
+        for i in range(len(operands), kc.n_open):
+            if i < len(kc.params) and standalone.named_as_ref(kc.params[i]):
+                args[i] = Ref(origin=f"output #{i - len(operands)}", space=Space.UNKNOWN)
     _bind_and_run(interp, kc.launch, kc.func, args, dict(kc.scratch_kw), frame, list(kc.params))
     return UNKNOWN
 

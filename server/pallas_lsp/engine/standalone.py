@@ -31,6 +31,10 @@ _ARRAY_UPDATES = {"set", "add", "multiply", "mul", "divide", "min", "max", "get"
                   "power"}
 
 
+def named_as_ref(name: str) -> bool:
+    return name.endswith(_REF_SUFFIXES) or name == "ref"
+
+
 def _tail(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else \
         func.id if isinstance(func, ast.Name) else ""
@@ -75,6 +79,5 @@ def ref_params(func: ast.AST) -> list[str]:
             arrays.add(node.value.value.value.id)
     if not kernel_only:
         return []
-    return [p for p in params if (p in refs or p.endswith(_REF_SUFFIXES) or p == "ref")
-            and p not in arrays]
+    return [p for p in params if (p in refs or named_as_ref(p)) and p not in arrays]
 
