@@ -545,6 +545,48 @@ def test_kernel_body_handed_to_an_api_the_engine_does_not_model():
                               "(x_ref[...], out_vmem_ref, sem).wait()")) == ["PAL112"]
 
 
+def test_kernel_bound_with_a_pytree_partial():
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems, *, n):
+        c = pltpu.make_async_copy(x_hbm, buf, sems)
+        c.start()
+        c.wait()
+
+    def launch(x, n):
+        return pl.pallas_call(jax.tree_util.Partial(kernel, n=n), out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "buf, sems)", "buf, sems.at[0])") == (["PAL103"], [])
+
+
+def test_builder_returning_a_tuple_with_the_launcher_runs_its_flag_variants():
+    # `build(nested)` returns `(mesh, run)` and the file only builds the
+    # default: each flag value's launcher is run, and the branch only
+    # `nested=True` takes is checked.
+    body = f'''
+    def build(nested: bool = False):
+        mesh = jax.make_mesh((1,), ("d",))
+
+        def run(x):
+            @pl.kernel(out_type={OUT}, mesh=pltpu.create_tensorcore_mesh("tc"),
+                       scratch_types=(pltpu.VMEM((8, 128), jnp.float32),
+                                      pltpu.SemaphoreType.DMA((2,))))
+            def kernel(x_hbm, o_hbm, buf, sems):
+                pltpu.async_copy(x_hbm, buf, sems.at[0]).wait()
+                if nested:
+                    pltpu.async_copy(buf, o_hbm, sems).wait()
+            return kernel(x)
+
+        return mesh, run
+
+    def main(x, compile):
+        mesh, run = build()
+        compile(run, x, mesh=mesh)
+    '''
+    assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[1])") == (["PAL103"], [])
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

@@ -363,7 +363,9 @@ class Interpreter:
         what the builder bound), so its own flags are known too."""
         results = [self.call_func(func, [], fixed, frame, unknown_params=True)]
         for _ in range(2):
-            launchers = [o for r in results for o in (r.options if isinstance(r, Choice) else (r,))
+            # `return fn`, `return a if c else b`, `return mesh, fn`
+            launchers = [o for r in results for o in (r.options if isinstance(r, Choice) else
+                                                      r.items if isinstance(r, Seq) else (r,))
                          if isinstance(o, Func)]
             if not launchers:
                 return

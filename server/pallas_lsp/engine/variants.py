@@ -237,7 +237,7 @@ def _callee_name(node: ast.expr) -> str:
 
 def _is_launch(call: ast.Call) -> bool:
     name = _callee_name(call.func)
-    if name == "partial" and call.args:
+    if name in ("partial", "Partial") and call.args:
         name = _callee_name(call.args[0])
     return name in LAUNCH_NAMES or name == "emit_pipeline"
 

@@ -30,7 +30,7 @@ def call(interp: Interpreter, name: str, args: list[Arg], kwargs: dict[str, Arg]
         out = family(interp, name, t, args, kwargs, node, frame)
         if out is not None:
             return out
-    if name == "functools.partial":
+    if name in ("functools.partial", "jax.tree_util.Partial"):  # the latter: a pytree partial
         return _partial(interp, name, args, kwargs, node, frame)
     hint = backend.of_api(name)
     if hint is not None and hint != backend.TPU:
