@@ -587,6 +587,26 @@ def test_builder_returning_a_tuple_with_the_launcher_runs_its_flag_variants():
     assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[1])") == (["PAL103"], [])
 
 
+def test_scratch_buffers_whose_shape_a_mode_chooses():
+    # `mode` is a string: no variants, the two lists of buffers are joined.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sems, *, mode):
+        pltpu.make_async_copy(x_hbm.at[0], buf.at[0], sems.at[0]).start()
+        pltpu.make_async_copy(x_hbm.at[0], buf.at[0], sems.at[0]).wait()
+
+    def build(x, mode: str):
+        if mode == "ring":
+            bufs = [pltpu.VMEM((4, 8, 128), jnp.float32)]
+        else:
+            bufs = [pltpu.VMEM((2, 8, 128), jnp.float32)]
+        return pl.pallas_call(functools.partial(kernel, mode=mode), out_shape={OUT},
+                              in_specs=[{ANY}],
+                              scratch_shapes=bufs + [pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    assert _twin(body, "buf.at[0], sems.at[0]).start()", "buf[0], sems.at[0]).start()") \
+        == ([], ["PAL101"])
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

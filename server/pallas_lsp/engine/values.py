@@ -287,6 +287,11 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, (Spec, Alloc)) and type(a) is type(b) and replace(a, nullable=False) \
             == replace(b, nullable=False):
         return replace(a, nullable=True)
+    if isinstance(a, Alloc) and isinstance(b, Alloc) and a.space == b.space and a.sem == b.sem:
+        # `pltpu.VMEM(s1) if c else pltpu.VMEM(s2)`: a buffer there either way.
+        return Alloc(space=a.space, shape=a.shape if a.shape == b.shape else
+                     _join_shape(a.shape, b.shape), dtype=a.dtype if a.dtype == b.dtype else None,
+                     sem=a.sem, nullable=a.nullable or b.nullable, decl=_same_decl(a, b))
     if isinstance(a, Spec) and isinstance(b, Spec):
         # `SMEM if x.size == 1 else HBM`: a Ref either way, its space unknown.
         return Spec(space=a.space if a.space == b.space else Space.UNKNOWN,
