@@ -607,6 +607,20 @@ def test_scratch_buffers_whose_shape_a_mode_chooses():
         == ([], ["PAL101"])
 
 
+def test_semaphores_allocated_in_the_kernel_with_empty_ref():
+    # JAX (interpret mode): "Cannot signal on a non-()-shaped semaphore: (4,)".
+    body = f'''
+    def kernel(x_hbm, o_hbm):
+        sems = jax.empty_ref(jax.ShapeDtypeStruct((4,), pltpu.SemaphoreType.DMA.dtype),
+                             memory_space=pltpu.SEMAPHORE)
+        pltpu.async_copy(x_hbm, o_hbm, sems).wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}], out_specs={ANY})(x)
+    '''
+    assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[0])") == (["PAL103"], [])
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

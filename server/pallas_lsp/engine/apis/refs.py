@@ -1,15 +1,15 @@
 """Ref operations that are API calls: `pl.load` / `pltpu.store` (recorded
-as `RefAccess`es like `x[...]`), `pltpu.roll`, and `jax.new_ref`, which
-makes a Ref outside any kernel (a mutable array a `core_map` body closes
-over)."""
+as `RefAccess`es like `x[...]`), `pltpu.roll`, and `jax.new_ref` /
+`jax.empty_ref`, which make a Ref (outside a kernel, a mutable array a
+`core_map` body closes over; inside one, a buffer or semaphore)."""
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import binding
+from pallas_lsp.engine import api, binding
 from pallas_lsp.engine.events import Arg, RefAccess, RollCall, pick
-from pallas_lsp.engine.model import Array, Const, Ref, Space, Value
+from pallas_lsp.engine.model import Array, Const, Ref, SemKind, Space, Value
 from pallas_lsp.engine.values import UNKNOWN
 
 if TYPE_CHECKING:
@@ -25,8 +25,11 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
         space = kwargs.get("memory_space")
         where = Space.ANY if space is None else (binding.space_of(space.value) or Space.UNKNOWN)
         x = args[0].value if args else UNKNOWN
+        # `ShapeDtypeStruct((n,), pltpu.SemaphoreType.DMA.dtype)` in SEMAPHORE memory
+        sem = _sem_dtype(args[0].node) if args and where == Space.SEMAPHORE else None
         return Ref(origin=f"{name.rsplit('.', 1)[-1]}(...)", space=where,
-                   shape=getattr(x, "shape", None), dtype=getattr(x, "dtype", None))
+                   shape=getattr(x, "shape", None), dtype=None if sem else getattr(x, "dtype", None),
+                   sem=sem)
     if t in ("load", "store") and name.startswith(("pl.", "pltpu.")):
         ref = pick(args, kwargs, 0, "ref")
         if ref is not None:
@@ -47,4 +50,19 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
                 shift=pick(args, kwargs, 1, "shift"), axis=pick(args, kwargs, 2, "axis"),
                 stride=kwargs.get("stride"), stride_axis=kwargs.get("stride_axis")))
         return Array(origin="pltpu.roll", shape=getattr(x.value, "shape", None) if x else None)
+    return None
+
+
+def _sem_dtype(node: ast.AST) -> SemKind | None:
+    """The semaphore kind named by a ShapeDtypeStruct's dtype
+    (`pltpu.SemaphoreType.DMA.dtype`), read from the source."""
+    if not (isinstance(node, ast.Call) and len(node.args) > 1):
+        return None
+    dtype = node.args[1]
+    if isinstance(dtype, ast.Attribute) and dtype.attr == "dtype" \
+            and isinstance(dtype.value, ast.Attribute) \
+            and isinstance(dtype.value.value, ast.Attribute) \
+            and dtype.value.value.attr == "SemaphoreType":
+        kind = api.SEM_TYPES.get(f"SemaphoreType.{dtype.value.attr}")
+        return SemKind(kind) if kind else None
     return None
