@@ -621,6 +621,30 @@ def test_semaphores_allocated_in_the_kernel_with_empty_ref():
     assert _twin(body, "o_hbm, sems)", "o_hbm, sems.at[0])") == (["PAL103"], [])
 
 
+def test_optional_scratch_entries_reach_a_star_refs_parameter():
+    # Semaphore arrays appended under a condition arrive in `*extra`.
+    body = f'''
+    def kernel(x_hbm, o_ref, buf, sem, *extra, n):
+        if len(extra) >= 2:
+            send, recv = extra[0], extra[1]
+            c = pltpu.make_async_remote_copy(x_hbm, buf, send.at[0, 0], recv.at[0, 0],
+                                             device_id=(1,))
+            c.start()
+            c.wait_send()
+            c.wait_recv()
+        pltpu.sync_copy(x_hbm, buf)
+
+    def launch(x, n):
+        scratch = [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA]
+        if n > 1:
+            scratch.append(pltpu.SemaphoreType.DMA((n, 2)))
+            scratch.append(pltpu.SemaphoreType.DMA((n, 2)))
+        return pl.pallas_call(functools.partial(kernel, n=n), out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=scratch)(x)
+    '''
+    assert _twin(body, "send.at[0, 0], recv", "send, recv") == ([], ["PAL104"])
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

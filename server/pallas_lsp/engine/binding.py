@@ -556,7 +556,8 @@ def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) 
 
 
 def _segments_to_args(segments: list[list[Value] | None], params: list[str], required: int,
-                      has_vararg: bool, tail: list[Value] = ()) -> tuple[list[Value] | None, str]:
+                      has_vararg: bool, tail: list[Value] = (),
+                      star: Value = STAR_UNKNOWN) -> tuple[list[Value] | None, str]:
     """Lay the kernel's parameter segments (prefetch, inputs, outputs,
     scratch; None = count unknown) onto its positional parameters. Known
     segments bind from the front up to the first unknown one, and from the
@@ -575,7 +576,7 @@ def _segments_to_args(segments: list[list[Value] | None], params: list[str], req
     if segments[-1] is None and tail:
         back = list(tail)  # the known last scratch entries
     if has_vararg and len(front) >= len(params):
-        return front + [STAR_UNKNOWN] + back, ""  # `*refs` knows its first and last items
+        return front + [star] + back, ""  # `*refs` knows its first and last items
     if has_vararg or required != len(params) or not back:
         if len(front) > len(params) and not has_vararg:
             return None, "the launch binds more parameters than the kernel takes"
@@ -668,8 +669,12 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
         # ... and so are its first ones (`[a, b] + ([c] if flag else [])`).
         segments[-1:] = [[_scratch_value(item, f"scratch_shapes[{i}]")
                           for i, item in enumerate(sv.head)], None]
+    # The optional entries after those, when they are all alike, are what
+    # a `*refs` parameter holds.
+    rest = _scratch_value(sv.rest, "scratch_shapes[...]") if isinstance(sv, Partial) else UNKNOWN
     args, reason = _segments_to_args(segments, params, _required(kernel, params), has_vararg,
-                                     scratch_tail)
+                                     scratch_tail, StarUnknown(elem=rest) if rest is not UNKNOWN
+                                     else STAR_UNKNOWN)
     if args is None:
         launch.reason = reason
         # Another call of the launcher may make countable specs (a caller

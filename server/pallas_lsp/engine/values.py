@@ -122,6 +122,9 @@ class Partial(Value):
     head: tuple = ()
     tail: tuple = ()
     elem: Value = UNKNOWN
+    # What each item after the head is, when they all agree (`scratch.append(sem_array)`
+    # under a flag: the optional items a `*refs` kernel receives).
+    rest: Value = UNKNOWN
 
     def describe(self) -> str:
         return f"[{', '.join(v.describe() for v in self.head[:3])}, …]"
@@ -351,8 +354,12 @@ def _join_partial(a: Value, b: Value) -> Value | None:
     elem = join_all(elems) if len(elems) <= 64 else UNKNOWN
     if not head and not tail:
         return None
+    extra = [x for v, h in ((a, ha), (b, hb)) if isinstance(v, Seq) for x in h[len(head):]]
+    extra += [v.rest for v in (a, b) if isinstance(v, Partial)]
+    rest = join_all(extra) if extra and len(extra) <= 64 else UNKNOWN
     return Partial(head=tuple(head), tail=tuple(tail),
-                   elem=elem if not isinstance(elem, Partial) else UNKNOWN)
+                   elem=elem if not isinstance(elem, Partial) else UNKNOWN,
+                   rest=rest if not isinstance(rest, Partial) else UNKNOWN)
 
 
 def _options(v: Value) -> tuple:
