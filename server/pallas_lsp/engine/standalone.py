@@ -4,12 +4,12 @@ a file not opened, or nowhere yet).
 A function that calls a DMA or semaphore API can only run inside a kernel,
 and a parameter it uses as a Ref (`p.at[...]`, `p[...] = v`, handed to a
 DMA or semaphore call as a Ref) or names as one (`x_ref`, `x_hbm`) is a Ref
-whatever launch binds it. Run as
-kernel code with those Refs, such a function still gets the checks that do
-not depend on the launch: Ref-ness of DMA arguments, descriptor methods,
-priorities, device ids. What the launch decides (shapes, memory spaces,
-semaphore kinds) stays unknown, and so does the kernel around the function:
-no claims about its start/wait protocol are made."""
+whatever launch binds it. Run as kernel code with those Refs, such a
+function still gets the checks that do not depend on the launch: Ref-ness
+of DMA arguments, descriptor methods, priorities, device ids. What the
+launch decides (shapes, memory spaces, semaphore kinds) stays unknown, and
+so does the kernel around the function: no claims about its start/wait
+protocol are made."""
 from __future__ import annotations
 
 import ast
@@ -41,9 +41,9 @@ def _tail(func: ast.expr) -> str:
 
 
 def ref_params(func: ast.AST) -> list[str]:
-    """The positional parameters of `func` used as Refs; [] when `func` is
-    not kernel-only code (no DMA or semaphore call of its own) or launches
-    a kernel itself (then it is a launcher, run as one)."""
+    """The positional parameters of `func` used or named as Refs; [] when
+    `func` is not kernel-only code (no DMA or semaphore call of its own) or
+    launches a kernel itself (then it is a launcher, run as one)."""
     a = getattr(func, "args", None)
     if a is None:
         return []
