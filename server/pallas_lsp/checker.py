@@ -439,9 +439,9 @@ def _apply_reach(cov, seen: dict) -> None:
     """A helper's DMA sites reached through other files' kernels count."""
     for site in cov.sites:
         hit = seen.get((site.line, site.col))
-        if hit is None or (site.reached and (site.known or not hit[0])):
-            continue
-        site.reached = True
+        if hit is None or (site.reached and site.launched and (site.known or not hit[0])):
+            continue  # (a launch elsewhere beats kernel code run without one here)
+        site.reached = site.launched = True
         site.known = hit[0]
         site.unknown = list(hit[1])
         site.reason = "" if hit[0] else ("reached from another file's kernel, but the engine "

@@ -28,6 +28,7 @@ class Site:
     known: bool
     unknown: list[str] = field(default_factory=list)  # which arguments were not known
     reason: str = ""  # why not reached / not known, in words
+    launched: bool = True  # reached by a kernel launch (not only as kernel code without one)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "api": self.api, "line": self.line + 1, "col": self.col + 1,
@@ -68,17 +69,23 @@ def arg_known(arg: Arg | None) -> bool:
                                                     and arg.value.value is None)
 
 
-def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object]]:
-    """id(call node) -> (known in some analysis of it, unknown roles, node)."""
-    out: dict[int, tuple[bool, list[str], object]] = {}
+# A known site that only kernel code run without a launch reached (standalone.py).
+_NO_LAUNCH = ("no kernel launch reaches it; checked as kernel code, its parameters taken as Refs "
+              "by their use (their shapes and memory spaces unknown)")
+
+
+def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object, bool]]:
+    """id(call node) -> (known in some analysis of it, unknown roles, node,
+    reached by a launch: not only as kernel code run without one)."""
+    out: dict[int, tuple[bool, list[str], object, bool]] = {}
 
     def note(node, unknown: list[str], kid: int):
         if not kid:
             return  # run on its own with unknown arguments: no kernel reaches it here
         prev = out.get(id(node))
-        known = not unknown
-        if prev is None or (known and not prev[0]):
-            out[id(node)] = (known, unknown, node)
+        known, launched = not unknown, kid not in events.standalone
+        if prev is None or (launched, known) > (prev[3], prev[0]):
+            out[id(node)] = (known, unknown, node, launched)
 
     for call in events.dmas:
         roles = [r for r in _ROLES if getattr(call, r, None) is not None]
@@ -136,10 +143,11 @@ def measure(src, interp, events: Events) -> FileCoverage:
             cov.sites.append(Site(kind, t, span.line, span.col, False, False, [],
                                   _why_unreached(node, funcs, interp)))
         else:
-            known, unknown, _ = hit
+            known, unknown, _, launched = hit
             cov.sites.append(Site(kind, t, span.line, span.col, True, known, unknown,
-                                  "" if known else "the engine reached it but could not tell "
-                                  "what " + ", ".join(f"`{r}`" for r in unknown) + " is"))
+                                  ("" if launched else _NO_LAUNCH) if known else
+                                  "the engine reached it but could not tell what "
+                                  + ", ".join(f"`{r}`" for r in unknown) + " is", launched))
     by_node: dict[int, LaunchSite] = {}
     for launch in interp.events.launches:  # a launch run in several variants counts once
         node = launch.node
@@ -162,9 +170,9 @@ def measure(src, interp, events: Events) -> FileCoverage:
                 cov.launches.append(LaunchSite(api.tail(name), "", src.span(node).line, False,
                                                interp.file_backend,
                                                _why_unreached(node, funcs, interp)))
-    for known, unknown, node in status.values():
+    for known, unknown, node, launched in status.values():
         other = getattr(node, "_pl_src", None)
-        if other is None or other is src or not other.path:
+        if other is None or other is src or not other.path or not launched:
             continue
         span = other.span(node)
         per = cov.foreign.setdefault(other.path, {})

@@ -167,6 +167,8 @@ class Events:
     # Kernels the analysis could not follow to the end (call depth, recursion;
     # -1: the step budget ran out, so all of them).
     truncated: set = field(default_factory=set)
+    # Kernels that are kernel code run without a launch (standalone.py).
+    standalone: set = field(default_factory=set)
     kernel_ops: list[KernelOp] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)

@@ -403,6 +403,7 @@ class Interpreter:
         if not refs:
             return False
         self.events.truncated.add(self._kernel_count + 1)
+        self.events.standalone.add(self._kernel_count + 1)
         self.call_func(func, [], {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)",
                                           space=Space.UNKNOWN) for p in refs},
                        frame, unknown_params=True, kernel=True)
