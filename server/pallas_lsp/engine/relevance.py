@@ -73,7 +73,8 @@ def inert_file(text: str, libraries: set[str]) -> bool:
     """Can nothing in this file launch a kernel or reach one? It names nothing
     Pallas and imports only libraries (no module of the user's, where a
     launcher could be). Tables of tuned block sizes, NumPy mask builders and
-    most of a project's other files are like that: they are only compiled."""
+    most of a project's other files are like that: they are only checked for syntax
+    errors (`source.parses`)."""
     return not _PALLAS_TEXT.search(text) and backend.imports_only_libraries(text, libraries)
 
 

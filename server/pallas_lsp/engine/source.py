@@ -92,9 +92,9 @@ def parses(text: str) -> bool:
     """Does `text` parse? Cheaper than `ast.parse`, which makes Python objects
     for the whole tree, and than `compile`, which also generates code: the
     symbol table pass parses with the same parser and stops there (on a large
-    table of literals, two thirds of `compile`'s time). False also where
-    only the symbol table objects (`nonlocal` at module level), so callers
-    fall back to `parse`, which says what and where."""
+    table of literals 8 % less than `compile`, whose time is mostly the
+    parser's). False also where only the symbol table objects (`nonlocal` at
+    module level), so callers fall back to `parse`, which says what and where."""
     import symtable
     import warnings
     try:

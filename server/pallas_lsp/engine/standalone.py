@@ -17,7 +17,7 @@ import ast
 from pallas_lsp.engine import syntax
 from pallas_lsp.engine.variants import LAUNCH_NAMES
 
-_LAUNCHES = LAUNCH_NAMES | {"emit_pipeline", "pallas_call", "run_scoped"}
+_LAUNCHES = LAUNCH_NAMES | {"emit_pipeline", "run_scoped"}
 # Positions of the Ref arguments of each kernel-only call.
 _REF_POSITIONS = {"make_async_copy": (0, 1, 2), "async_copy": (0, 1, 2), "sync_copy": (0, 1),
                   "make_async_remote_copy": (0, 1, 2, 3), "async_remote_copy": (0, 1, 2, 3),
