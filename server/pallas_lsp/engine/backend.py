@@ -119,7 +119,7 @@ def imports_only_libraries(text: str, libraries: set[str]) -> bool:
     """Does the file import only `libraries` and the standard library (no
     relative import, no module of the user's)? By its import lines."""
     known = libraries | set(sys.stdlib_module_names)
-    for m in _IMPORTS.finditer(text):
+    for m in _import_lines(text):
         dots, module, names = m.groups()
         if dots:
             return False  # a relative import: the user's own code
@@ -128,6 +128,21 @@ def imports_only_libraries(text: str, libraries: set[str]) -> bool:
             if root.split(".")[0].split(" ")[0].strip("()\\") not in known:
                 return False
     return True
+
+
+def _import_lines(text: str):
+    """`_IMPORTS.finditer(text)`, tried only at the start of lines that say
+    `import`: a multi-line `^` pattern is tried at every position of the text."""
+    i = text.find("import")
+    while i >= 0:
+        start = text.rfind("\n", 0, i) + 1
+        m = _IMPORTS.match(text, start)
+        if m is not None:
+            yield m
+        end = text.find("\n", i)
+        if end < 0:
+            return
+        i = text.find("import", end)
 
 
 def _top_level(tree: ast.Module):

@@ -60,62 +60,66 @@ def exposed_reads(loop: ast.AST) -> frozenset:
     body has already rebound it. Reads inside nested functions count
     wherever they are (they run when called)."""
     out: set[str] = set()
-
-    def loads(node, assigned: set):
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, ast.Name):
-                if isinstance(n.ctx, ast.Load) and n.id not in assigned:
-                    out.add(n.id)
-                continue
-            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                out.add(n.target.id)  # `x += 1` reads x (its target is a Store)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                out.update(m.id for m in syntax.walk(n) if isinstance(m, ast.Name))
-                continue
-            stack.extend(syntax.children(n))
-
-    def targets(node) -> set:
-        return {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
-
-    def block(stmts, assigned: set) -> set:
-        for stmt in stmts:
-            if isinstance(stmt, ast.If):
-                loads(stmt.test, assigned)
-                block(stmt.body, set(assigned))
-                block(stmt.orelse, set(assigned))
-            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-                loads(stmt.iter, assigned)
-                block(stmt.body, assigned | targets(stmt.target))
-                block(stmt.orelse, set(assigned))
-            elif isinstance(stmt, ast.While):
-                loads(stmt.test, assigned)
-                block(stmt.body, set(assigned))
-                block(stmt.orelse, set(assigned))
-            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-                for item in stmt.items:
-                    loads(item.context_expr, assigned)
-                    if item.optional_vars is not None:
-                        assigned |= targets(item.optional_vars)
-                assigned = block(stmt.body, assigned)  # the body always runs
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                if stmt.value is not None:
-                    loads(stmt.value, assigned)
-                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
-                    if isinstance(t, (ast.Name, ast.Tuple, ast.List)):
-                        assigned |= targets(t)
-                    else:
-                        loads(t, assigned)  # `x[i] = v`, `o.a = v` read x, o
-            else:
-                loads(stmt, assigned)
-        return assigned
-
     first: set[str] = set()
     if isinstance(loop, (ast.For, ast.AsyncFor)):
-        first = targets(loop.target)
+        first = _targets(loop.target)
     if isinstance(loop, ast.While):
-        loads(loop.test, set())  # also evaluated again after the body
-    block(loop.body, first)
+        _loads(loop.test, set(), out)  # also evaluated again after the body
+    _block(loop.body, first, out)
     return frozenset(out)
+
+
+# Module-level helpers of exposed_reads (closures calling themselves would be
+# reference cycles, left for the collector).
+def _loads(node, assigned: set, out: set) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Load) and n.id not in assigned:
+                out.add(n.id)
+            continue
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)  # `x += 1` reads x (its target is a Store)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            out.update(m.id for m in syntax.walk(n) if isinstance(m, ast.Name))
+            continue
+        stack.extend(syntax.children(n))
+
+
+def _targets(node) -> set:
+    return {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
+
+
+def _block(stmts, assigned: set, out: set) -> set:
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            _loads(stmt.test, assigned, out)
+            _block(stmt.body, set(assigned), out)
+            _block(stmt.orelse, set(assigned), out)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            _loads(stmt.iter, assigned, out)
+            _block(stmt.body, assigned | _targets(stmt.target), out)
+            _block(stmt.orelse, set(assigned), out)
+        elif isinstance(stmt, ast.While):
+            _loads(stmt.test, assigned, out)
+            _block(stmt.body, set(assigned), out)
+            _block(stmt.orelse, set(assigned), out)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                _loads(item.context_expr, assigned, out)
+                if item.optional_vars is not None:
+                    assigned |= _targets(item.optional_vars)
+            assigned = _block(stmt.body, assigned, out)  # the body always runs
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            if stmt.value is not None:
+                _loads(stmt.value, assigned, out)
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                if isinstance(t, (ast.Name, ast.Tuple, ast.List)):
+                    assigned |= _targets(t)
+                else:
+                    _loads(t, assigned, out)  # `x[i] = v`, `o.a = v` read x, o
+        else:
+            _loads(stmt, assigned, out)
+    return assigned
 

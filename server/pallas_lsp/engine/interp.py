@@ -796,32 +796,32 @@ class Interpreter:
     def stmt_Match(self, node: ast.Match, frame: Frame) -> None:
         """`match` as a chain of if / elif: a case that a known subject decides
         runs alone; an undecided one is a branch next to the later cases."""
-        subject = self.eval(node.subject, frame)
+        self._cases(node, self.eval(node.subject, frame), 0, frame)
 
-        def run(i: int) -> None:
-            if i == len(node.cases):
-                return
-            case = node.cases[i]
-            truth = pyops.pattern_matches(case.pattern, subject)
-            if truth is not False and case.guard is not None:
-                guard = pyops.truthiness(self.eval(case.guard, frame))
-                truth = False if guard is False else truth if guard is True else None
-            if truth is False:
-                run(i + 1)
-                return
+    def _cases(self, node: ast.Match, subject: Value, i: int, frame: Frame) -> None:
+        # A method, not a closure calling itself: that would be a reference
+        # cycle holding the interpreter until the next collection.
+        if i == len(node.cases):
+            return
+        case = node.cases[i]
+        truth = pyops.pattern_matches(case.pattern, subject)
+        if truth is not False and case.guard is not None:
+            guard = pyops.truthiness(self.eval(case.guard, frame))
+            truth = False if guard is False else truth if guard is True else None
+        if truth is False:
+            self._cases(node, subject, i + 1, frame)
+            return
 
-            def body():
-                for target in pyops.pattern_names(case.pattern):
-                    frame.scope.vars[target] = subject if isinstance(
-                        case.pattern, ast.MatchAs) and case.pattern.pattern is None else UNKNOWN
-                self.exec_body(case.body, frame)
+        def body():
+            for target in pyops.pattern_names(case.pattern):
+                frame.scope.vars[target] = subject if isinstance(
+                    case.pattern, ast.MatchAs) and case.pattern.pattern is None else UNKNOWN
+            self.exec_body(case.body, frame)
 
-            if truth is True:
-                body()
-                return
-            self.either(frame, body, lambda: run(i + 1))
-
-        run(0)
+        if truth is True:
+            body()
+            return
+        self.either(frame, body, lambda: self._cases(node, subject, i + 1, frame))
 
     def stmt_For(self, node: ast.For, frame: Frame) -> None:
         it = self.eval(node.iter, frame)

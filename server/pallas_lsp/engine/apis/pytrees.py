@@ -53,48 +53,52 @@ def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call)
             return interp.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
         return interp.call_func(fn, leaves, {}, frame)
 
-    def leaf(v) -> bool:
-        return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None) \
-            and not is_record(v)
-
-    def walk(first, rest, depth):
-        if is_record(first) and depth < 4:
-            # A dataclass pytree: its data fields are mapped, its static
-            # fields (configuration) kept.
-            out = Instance(first.cls)
-            for k, item in first.attrs.items():
-                if k in first.cls.static:
-                    out.attrs[k] = item
-                    continue
-                others = [r.attrs.get(k, UNKNOWN) if isinstance(r, Instance) else UNKNOWN
-                          for r in rest]
-                out.attrs[k] = walk(item, others, depth + 1)
-            return out
-        if isinstance(first, Seq) and depth < 4:
-            items = []
-            for i, item in enumerate(first.items):
-                others = [r.items[i] if isinstance(r, Seq) and i < len(r.items) else UNKNOWN
-                          for r in rest]
-                items.append(walk(item, others, depth + 1))
-            return replace(first, items=tuple(items))
-        if isinstance(first, SeqOf) and leaf(first.elem):
-            return SeqOf(elem=call([first.elem] + [UNKNOWN] * len(rest)))
-        if isinstance(first, Partial):
-            for item in first.head + first.tail:
-                if leaf(item):
-                    call([item] + [UNKNOWN] * len(rest))
-            return UNKNOWN
-        if not leaf(first):
-            return first
-        return call([first] + list(rest))
-
     if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
             and not is_record(trees[0]):
         for t in trees:
             interp.escape(t)
         return UNKNOWN
-    return walk(trees[0], trees[1:], 0)
+    return _walk(trees[0], trees[1:], 0, call)
 
+
+def _leaf(v) -> bool:
+    return not isinstance(v, Seq) and not (isinstance(v, Const) and v.value is None) \
+        and not is_record(v)
+
+
+# Module level, not a closure of tree_map: a closure that calls itself is a
+# reference cycle, which would keep the interpreter (and the AST) alive until
+# the next collection.
+def _walk(first, rest, depth, call):
+    if is_record(first) and depth < 4:
+        # A dataclass pytree: its data fields are mapped, its static
+        # fields (configuration) kept.
+        out = Instance(first.cls)
+        for k, item in first.attrs.items():
+            if k in first.cls.static:
+                out.attrs[k] = item
+                continue
+            others = [r.attrs.get(k, UNKNOWN) if isinstance(r, Instance) else UNKNOWN
+                      for r in rest]
+            out.attrs[k] = _walk(item, others, depth + 1, call)
+        return out
+    if isinstance(first, Seq) and depth < 4:
+        items = []
+        for i, item in enumerate(first.items):
+            others = [r.items[i] if isinstance(r, Seq) and i < len(r.items) else UNKNOWN
+                      for r in rest]
+            items.append(_walk(item, others, depth + 1, call))
+        return replace(first, items=tuple(items))
+    if isinstance(first, SeqOf) and _leaf(first.elem):
+        return SeqOf(elem=call([first.elem] + [UNKNOWN] * len(rest)))
+    if isinstance(first, Partial):
+        for item in first.head + first.tail:
+            if _leaf(item):
+                call([item] + [UNKNOWN] * len(rest))
+        return UNKNOWN
+    if not _leaf(first):
+        return first
+    return call([first] + list(rest))
 
 
 def tree_leaves(v: Value, depth: int = 0) -> Value:
