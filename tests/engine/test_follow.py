@@ -645,6 +645,40 @@ def test_optional_scratch_entries_reach_a_star_refs_parameter():
     assert _twin(body, "send.at[0, 0], recv", "send, recv") == ([], ["PAL104"])
 
 
+def test_a_plug_in_method_that_builds_a_helper_from_its_refs_is_kernel_code():
+    # A method the kernel (in a file not analysed) calls: it keeps its Refs
+    # in a helper object whose method does the DMAs. Neither is launched
+    # here; the outer method binds the Refs, so it runs as kernel code, and
+    # the helper's method sees them through `self`.
+    body = '''
+    class Ring:
+        def __init__(self, sems, *, window_ref):
+            self.sems = sems
+            self.window = window_ref
+
+        def stage(self, n):
+            for b in range(n):
+                lane = self.window.at[0, b]
+                dst = self.window.at[1, b]
+                op = pltpu.make_async_remote_copy(
+                    src_ref=lane, dst_ref=dst, send_sem=self.sems.at[0],
+                    recv_sem=self.sems.at[1], device_id=(1,),
+                    device_id_type=pl.DeviceIdType.MESH)
+                op.start()
+                op.wait_recv()
+
+    class Plugin(SomeBase):
+        def fetch(self, step, extra, *, window_ref):
+            (sems,) = extra
+            ring = Ring(sems, window_ref=window_ref)
+            ring.stage(4)
+            return step
+    '''
+    assert codes(body) == []
+    assert codes(body.replace("src_ref=lane,", "src_ref=lane[...],")) == ["PAL101"]
+    assert codes(body.replace("dst_ref=dst,", "dst_ref=dst[...],")) == ["PAL101"]
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

@@ -84,7 +84,8 @@ def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object, bo
             return  # run on its own with unknown arguments: no kernel reaches it here
         prev = out.get(id(node))
         known, launched = not unknown, kid not in events.standalone
-        if prev is None or (launched, known) > (prev[3], prev[0]):
+        # The best run says what is known: launched first, then fewest unknowns.
+        if prev is None or (launched, known, -len(unknown)) > (prev[3], prev[0], -len(prev[1])):
             out[id(node)] = (known, unknown, node, launched)
 
     for call in events.dmas:

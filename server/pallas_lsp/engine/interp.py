@@ -190,6 +190,7 @@ class Interpreter:
         self._kernel_count = 0
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
         self._idle_defs: set[int] = set()  # defs here that name nothing Pallas (relevance.py)
+        self._kernel_only: standalone.KernelCode | None = None  # which defs here only kernels run
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)
         self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
         self._site: ast.AST | None = None  # Frame.site of the code being run (for events)
@@ -227,6 +228,7 @@ class Interpreter:
             self.exec_body(self.src.tree.body, frame)
             self._flush_pending()
             functions, classes = self._all_defs(self.src.tree)
+            self._kernel_only = standalone.KernelCode(self.src.lines, functions)
             relevant = relevance.relevant_defs(self.src, functions, classes,
                                                self.module_scope.vars)
             # Defs of this file that cannot reach Pallas are not run on their
@@ -250,7 +252,7 @@ class Interpreter:
                         # pipeline around it is not seen: no protocol checks.
                         self.events.truncated.add(self._kernel_count + 1)
                         self.call_func(func, [], hooked, frame, unknown_params=True, kernel=True)
-                    elif id(node) in self._method_class or not self._run_unlaunched(func, frame):
+                    elif not self._run_unlaunched(func, frame):
                         # (kernel code with no launch seen ran as such, above)
                         launched = len(self.events.launches)
                         self._drive(func, self._method_self(node), frame)
@@ -392,20 +394,21 @@ class Interpreter:
 
     def _run_unlaunched(self, func: Func, frame: Frame) -> bool:
         """Kernel code no launch here reaches (standalone.py): run it as kernel
-        code, its parameters used as Refs bound to Refs, the kernel around it
-        unseen (no protocol checks). False when `func` is not kernel code."""
+        code, its parameters used as Refs bound to Refs (a method's `self` an
+        instance of its class), the kernel around it unseen (no protocol
+        checks). False when `func` is not kernel code."""
         node = func.node
-        src = getattr(node, "_pl_src", None) or self.src
-        text = "\n".join(src.lines[node.lineno - 1:getattr(node, "end_lineno", node.lineno)])
-        if "copy(" not in text and "semaphore_" not in text:
-            return False  # the text first: launchers are long, and their walk is not free
-        refs = standalone.ref_params(node)
-        if not refs:
+        src = getattr(node, "_pl_src", None)
+        if src is not None and src is not self.src:  # a function of another file, escaped here
+            if not standalone.KernelCode(src.lines, [node]).is_kernel(node):
+                return False
+        elif self._kernel_only is None or not self._kernel_only.is_kernel(node):
             return False
         self.events.truncated.add(self._kernel_count + 1)
         self.events.standalone.add(self._kernel_count + 1)
-        self.call_func(func, [], {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)",
-                                          space=Space.UNKNOWN) for p in refs},
+        refs = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)", space=Space.UNKNOWN)
+                for p in standalone.ref_params(node)}
+        self.call_func(func, [], {**self._method_self(node), **refs},
                        frame, unknown_params=True, kernel=True)
         return True
 
@@ -1989,5 +1992,3 @@ MAX_UNROLL = 8  # a launcher's loop over this many known items runs item by item
 def _real(path: str) -> str:
     import os
     return os.path.realpath(path)
-
-

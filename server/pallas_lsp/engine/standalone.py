@@ -9,10 +9,16 @@ function still gets the checks that do not depend on the launch: Ref-ness
 of DMA arguments, descriptor methods, priorities, device ids. What the
 launch decides (shapes, memory spaces, semaphore kinds) stays unknown, and
 so does the kernel around the function: no claims about its start/wait
-protocol are made."""
+protocol are made.
+
+A function (or method) that calls such a function of the same file by name
+(`ring.stage(...)`, `_issue(...)`) is kernel code too: a kernel's plug-in
+method builds a helper object from its Refs and calls the helper's method
+that does the DMAs, and only the outer call binds the Refs."""
 from __future__ import annotations
 
 import ast
+import bisect
 
 from pallas_lsp.engine import syntax
 from pallas_lsp.engine.variants import LAUNCH_NAMES
@@ -40,28 +46,93 @@ def _tail(func: ast.expr) -> str:
         func.id if isinstance(func, ast.Name) else ""
 
 
-def ref_params(func: ast.AST) -> list[str]:
-    """The positional parameters of `func` used or named as Refs; [] when
-    `func` is not kernel-only code (no DMA or semaphore call of its own) or
-    launches a kernel itself (then it is a launcher, run as one)."""
-    a = getattr(func, "args", None)
-    if a is None:
-        return []
-    params = [p.arg for p in list(a.posonlyargs) + list(a.args)]
-    if not params or params[0] in ("self", "cls"):
-        return []
-    kernel_only = False
-    refs: set[str] = set()
-    arrays: set[str] = set()
+class KernelCode:
+    """Which defs of one file can only be kernel code: they call a DMA or
+    semaphore API, or call by name (`f(...)`, `obj.f(...)`) a def of the file
+    that is kernel code; a def that launches a kernel is a launcher, never
+    this. Worked out per def on demand, from the text first: a def is only
+    walked where its lines have such a call or name such a def."""
+
+    def __init__(self, lines: list[str], defs: list[ast.AST]):
+        self.defs = defs
+        self.lines = lines
+        self._hits: list[int] | None = None  # lines with a DMA or semaphore call, when needed
+        self._memo: dict[int, bool] = {}
+
+    @property
+    def hits(self) -> list[int]:
+        if self._hits is None:
+            text = "\n".join(self.lines)
+            found: set[int] = set()
+            for needle in ("copy(", "semaphore_"):  # str.find: no Python loop over lines
+                at = text.find(needle)
+                while at >= 0:
+                    found.add(text.count("\n", 0, at))
+                    at = text.find(needle, at + 1)
+            self._hits = sorted(found)
+        return self._hits
+
+    def is_kernel(self, node: ast.AST) -> bool:
+        if not self.hits:
+            return False
+        key = id(node)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = False  # while deciding (a def that calls itself)
+        first, last = node.lineno - 1, getattr(node, "end_lineno", node.lineno) - 1
+        found = _any_between(self.hits, first, last) and _calls(node, _REF_POSITIONS.keys())
+        if not found:
+            names = self._kernel_names_in(node, first, last)
+            found = bool(names) and _calls(node, names)
+        self._memo[key] = found
+        return found
+
+    def _kernel_names_in(self, node: ast.AST, first: int, last: int) -> set[str]:
+        """Names of the file's kernel-code defs (outside `node`) that `node`
+        calls, by its text: `name(`."""
+        text = "\n".join(self.lines[first:last + 1])
+        out: set[str] = set()
+        for d in self.defs:
+            if d.name not in out and f"{d.name}(" in text \
+                    and not (first <= d.lineno - 1 <= last) and self.is_kernel(d):
+                out.add(d.name)
+        return out
+
+
+def _any_between(sorted_lines, first: int, last: int) -> bool:
+    i = bisect.bisect_left(sorted_lines, first)
+    return i < len(sorted_lines) and sorted_lines[i] <= last
+
+
+def _calls(func: ast.AST, names) -> bool:
+    """Does `func` call one of `names` (by its last dotted part), and launch
+    no kernel?"""
+    hit = False
     for node in syntax.walk(func):
         if isinstance(node, ast.Call):
             tail = _tail(node.func)
             if tail in _LAUNCHES:
-                return []
-            positions = _REF_POSITIONS.get(tail)
+                return False
+            hit = hit or tail in names
+    return hit
+
+
+def ref_params(func: ast.AST) -> list[str]:
+    """The parameters of `func` (a method's `self` or `cls` aside) used or
+    named as Refs."""
+    a = getattr(func, "args", None)
+    if a is None:
+        return []
+    params = [p.arg for p in list(a.posonlyargs) + list(a.args) + list(a.kwonlyargs)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    refs: set[str] = set()
+    arrays: set[str] = set()
+    for node in syntax.walk(func):
+        if isinstance(node, ast.Call):
+            positions = _REF_POSITIONS.get(_tail(node.func))
             if positions is None:
                 continue
-            kernel_only = True
             refs.update(node.args[i].id for i in positions
                         if i < len(node.args) and isinstance(node.args[i], ast.Name))
             refs.update(k.value.id for k in node.keywords
@@ -77,7 +148,4 @@ def ref_params(func: ast.AST) -> list[str]:
                 and isinstance(node.value.value, ast.Attribute) \
                 and node.value.value.attr == "at" and isinstance(node.value.value.value, ast.Name):
             arrays.add(node.value.value.value.id)
-    if not kernel_only:
-        return []
     return [p for p in params if (p in refs or named_as_ref(p)) and p not in arrays]
-
