@@ -679,6 +679,49 @@ def test_a_plug_in_method_that_builds_a_helper_from_its_refs_is_kernel_code():
     assert codes(body.replace("dst_ref=dst,", "dst_ref=dst[...],")) == ["PAL101"]
 
 
+def test_pl_kernel_with_uncounted_outputs_and_no_scratch_binds_from_its_call():
+    # `out_shape=x` (an array the engine cannot count) and no scratch: every
+    # parameter is an input or an output, and the call's two operands say
+    # which.
+    body = '''
+    def roll(x, idx):
+        @pl.kernel(out_shape=x, mesh=pltpu.create_tensorcore_mesh("core"))
+        def body(x_hbm, i_hbm, o_hbm):
+            pltpu.sync_copy(x_hbm.at[0], o_hbm.at[0])
+            pltpu.sync_copy(i_hbm, o_hbm.at[1])
+
+        return body(x, idx)
+    '''
+    assert _twin(body, "sync_copy(x_hbm.at[0], o_hbm.at[0])",
+                 "sync_copy(x_hbm[0], o_hbm.at[0])") == ([], ["PAL101"])
+    assert codes(body.replace("sync_copy(i_hbm, o_hbm.at[1])",
+                              "sync_copy(i_hbm, o_hbm[1])")) == ["PAL101"]
+
+
+def test_in_spec_list_of_unknown_length_gives_the_kernel_a_list_of_refs():
+    # `[spec for _ in operands]` as one in_specs item: the parameter is a list
+    # of Refs (not one Ref), so `refs[0]` is a Ref and zip pairs Refs.
+    body = f'''
+    def kernel(x_hbms, o_hbm, bufs, sem):
+        for x_hbm, buf in zip(x_hbms, bufs):
+            pltpu.async_copy(src_ref=x_hbm.at[0], dst_ref=buf, sem=sem).wait()
+        pltpu.sync_copy(x_hbms[0], o_hbm)
+
+    def run(xs):
+        return pl.pallas_call(
+            kernel, out_shape={OUT},
+            in_specs=[[{ANY} for _ in xs]], out_specs={ANY},
+            scratch_shapes=[[pltpu.VMEM((8, 128), jnp.float32) for _ in xs],
+                            pltpu.SemaphoreType.DMA],
+        )(xs)
+    '''
+    assert codes(body) == []
+    # (read directly, an ANY-space Ref is also PAL204)
+    assert codes(body.replace("src_ref=x_hbm.at[0]", "src_ref=x_hbm[0]")) == ["PAL101", "PAL204"]
+    assert codes(body.replace("sync_copy(x_hbms[0], o_hbm)", "sync_copy(x_hbms[0][...], o_hbm)")) \
+        == ["PAL101", "PAL204"]
+
+
 # ---------------------------------------------------------------- ref lists shaped by flags
 
 

@@ -548,6 +548,9 @@ def _operand_value(spec: Value, shape: Value | None, origin: str, output: bool) 
         return Const(value=None)  # an absent operand: the kernel gets None
     if spec is UNKNOWN:
         return UNKNOWN
+    if isinstance(spec, SeqOf):  # `[spec for _ in operands]`: a list of Refs, length unknown
+        elem = _operand_value(spec.elem, None, f"{origin}[i]", output)
+        return SeqOf(elem=elem, origin=origin) if elem is not UNKNOWN else UNKNOWN
     if is_record(spec):
         return _mapped_record(spec, lambda x, k: _operand_value(x, None, f"{origin}.{k}", output))
     if output:
@@ -811,8 +814,13 @@ def pl_kernel(interp: Interpreter, func: Func, kwargs: dict[str, Arg], frame: Fr
             shape=s.shape if isinstance(s, ShapeDtype) else None,
             dtype=s.dtype if isinstance(s, ShapeDtype) else None)
         for i, s in enumerate(shapes)]
-    args, reason = _segments_to_args([None, outputs, scratch_pos], params,
-                                     _required(func, params), has_vararg)
+    required = _required(func, params)
+    args, reason = _segments_to_args([None, outputs, scratch_pos], params, required, has_vararg)
+    if outputs is None and scratch_pos == [] and not scratch_kw and not has_vararg \
+            and required == len(params) and params:
+        # No scratch: every parameter is an input or an output, and the
+        # call's operands will say which (handled as below).
+        args = [UNKNOWN] * len(params)
     if args is None or (args and args[0] is STAR_UNKNOWN):
         launch.reason = reason or "neither the outputs nor the scratch can be counted"
         return UNKNOWN
