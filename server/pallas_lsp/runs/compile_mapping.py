@@ -17,7 +17,6 @@ Where a failure goes, in this order:
 from __future__ import annotations
 
 import ast
-import os
 import re
 from dataclasses import dataclass
 
