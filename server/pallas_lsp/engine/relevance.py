@@ -47,11 +47,11 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
             continue
         grown: set[str] = set()
         for first, last, node in spans:
-            if id(node) not in relevant and _any_between(hits, first, last):
+            if id(node) not in relevant and any_between(hits, first, last):
                 relevant.add(id(node))
                 grown.add(node.name)
         for first, last, node in cls_spans:
-            if id(node) not in relevant_cls and _any_between(hits, first, last):
+            if id(node) not in relevant_cls and any_between(hits, first, last):
                 relevant_cls.add(id(node))
                 grown.add(node.name)
         # Module-level aliases of what just became relevant (`fn = partial(kernel, ...)`).
@@ -130,6 +130,6 @@ def _word_lines(lines: list[str], words: set[str]) -> dict[str, list[int]]:
     return out
 
 
-def _any_between(sorted_lines: list[int], first: int, last: int) -> bool:
+def any_between(sorted_lines: list[int], first: int, last: int) -> bool:
     i = bisect.bisect_left(sorted_lines, first)
     return i < len(sorted_lines) and sorted_lines[i] <= last

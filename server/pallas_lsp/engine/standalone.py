@@ -18,9 +18,9 @@ that does the DMAs, and only the outer call binds the Refs."""
 from __future__ import annotations
 
 import ast
-import bisect
 
 from pallas_lsp.engine import syntax
+from pallas_lsp.engine.relevance import any_between
 from pallas_lsp.engine.variants import LAUNCH_NAMES
 
 _LAUNCHES = LAUNCH_NAMES | {"emit_pipeline", "run_scoped"}
@@ -80,7 +80,7 @@ class KernelCode:
             return self._memo[key]
         self._memo[key] = False  # while deciding (a def that calls itself)
         first, last = node.lineno - 1, getattr(node, "end_lineno", node.lineno) - 1
-        found = _any_between(self.hits, first, last) and _calls(node, _REF_POSITIONS.keys())
+        found = any_between(self.hits, first, last) and _calls(node, _REF_POSITIONS.keys())
         if not found:
             names = self._kernel_names_in(node, first, last)
             found = bool(names) and _calls(node, names)
@@ -97,11 +97,6 @@ class KernelCode:
                     and not (first <= d.lineno - 1 <= last) and self.is_kernel(d):
                 out.add(d.name)
         return out
-
-
-def _any_between(sorted_lines, first: int, last: int) -> bool:
-    i = bisect.bisect_left(sorted_lines, first)
-    return i < len(sorted_lines) and sorted_lines[i] <= last
 
 
 def _calls(func: ast.AST, names) -> bool:
