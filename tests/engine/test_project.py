@@ -260,3 +260,30 @@ def test_index_finds_importers(tmp_path):
     impl = os.path.realpath(tmp_path / "pkg" / "impl.py")
     names = {os.path.basename(x) for x in p.importers(impl)}
     assert names == {"__init__.py", "a.py", "b.py", "c.py"}
+
+
+def test_lambda_of_another_file_handed_to_jit_is_not_an_engine_error(tmp_path):
+    # An imported lambda escapes into code the engine does not model (jax.jit):
+    # it runs later with unknown arguments, and deciding whether it is kernel
+    # code must not assume it has a name.
+    _write(tmp_path, {
+        "lib.py": """
+            import jax
+            from jax.experimental import pallas as pl
+            from jax.experimental.pallas import tpu as pltpu
+
+            scale = lambda x: x * 2
+
+            def copy(src_hbm, dst_vmem, sem):
+                pltpu.make_async_copy(src_hbm, dst_vmem, sem).start()
+            """,
+        "main.py": """
+            import jax
+            from jax.experimental import pallas as pl
+            from lib import scale
+
+            run = jax.jit(scale)
+            """})
+    a = _analyse(tmp_path, "main.py")
+    assert a.internal_error is None
+    assert a.findings == []

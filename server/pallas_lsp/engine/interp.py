@@ -400,7 +400,9 @@ class Interpreter:
         node = func.node
         src = getattr(node, "_pl_src", None)
         if src is not None and src is not self.src:  # a function of another file, escaped here
-            if not standalone.KernelCode(src.lines, [node]).is_kernel(node):
+            # No defs of its file to call by name: only its own DMA calls count
+            # (`node` may be a lambda, which has no name).
+            if not standalone.KernelCode(src.lines, []).is_kernel(node):
                 return False
         elif self._kernel_only is None or not self._kernel_only.is_kernel(node):
             return False
