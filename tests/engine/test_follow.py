@@ -2161,3 +2161,22 @@ def test_subclass_of_block_spec_with_its_own_init():
             scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(x)
     '''
     assert _twin(body, "o_ref[...], sem)", "o_ref, sem)") == (["PAL101"], [])
+
+
+def test_spec_list_repeated_with_the_count_first():
+    # `1 * [spec] + 2 * [spec]`: the count on the left repeats the list too.
+    body = f'''
+    def kernel(x_hbm, a_smem, b_smem, o_ref, sems):
+        c = pltpu.make_async_copy(x_hbm.at[pl.ds(a_smem[0], 8)], o_ref, sems.at[0])
+        c.start()
+        c.wait()
+
+    def launch(x, a, b):
+        return pl.pallas_call(
+            kernel, out_shape={OUT},
+            in_specs=1 * [{ANY}] + 2 * [pl.BlockSpec(memory_space=pltpu.SMEM)],
+            out_specs={ANY}, scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x, a, b)
+    '''
+    assert _twin(body, "x_hbm.at[pl.ds(a_smem[0], 8)]", "x_hbm[pl.ds(a_smem[0], 8)]") \
+        == ([], ["PAL101", "PAL204"])
+    assert _twin(body, "sems.at[0])", "sems)") == ([], ["PAL103"])

@@ -1292,6 +1292,9 @@ class Interpreter:
     def binop(self, a: Value, b: Value, op=None) -> Value:
         if isinstance(a, (Ref, Array)) or isinstance(b, (Ref, Array)):
             return Array(origin="arithmetic")
+        if isinstance(op, ast.Mult) and isinstance(b, (Seq, SeqOf)) \
+                and not isinstance(a, (Seq, SeqOf)):
+            a, b = b, a  # `2 * [spec]` repeats the list as `[spec] * 2` does
         if isinstance(op, ast.Mult) and isinstance(a, Seq) and a.keys is None \
                 and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64 \
                 and len(a.items) * b.value <= pyops.MAX_SEQ:
