@@ -2180,3 +2180,27 @@ def test_spec_list_repeated_with_the_count_first():
     assert _twin(body, "x_hbm.at[pl.ds(a_smem[0], 8)]", "x_hbm[pl.ds(a_smem[0], 8)]") \
         == ([], ["PAL101", "PAL204"])
     assert _twin(body, "sems.at[0])", "sems)") == ([], ["PAL103"])
+
+
+def test_operands_made_refs_with_a_tree_map_and_captured_by_the_kernel():
+    # `jax.tree.map(jax.new_ref, (x, out))` over operands written out in a
+    # tuple: each is a Ref in HBM, which the kernel body closes over.
+    body = '''
+    def gather(x, n):
+        out = jnp.zeros((8, 128), x.dtype)
+        x_ref, o_ref = jax.tree.map(jax.new_ref, (x, out))
+
+        @pl.kernel(out_shape=(), mesh=pltpu.create_tensorcore_mesh("core"),
+                   scratch_shapes=(pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))))
+        def kernel(buf, sems):
+            pltpu.async_copy(x_ref.at[pl.ds(n, 8)], buf, sems.at[0]).wait()
+            pltpu.async_copy(buf, o_ref, sems.at[1]).wait()
+
+        kernel()
+        return o_ref[...]
+    '''
+    assert _twin(body, "x_ref.at[pl.ds(n, 8)]", "x_ref[pl.ds(n, 8)]") == ([], ["PAL101", "PAL204"])
+    assert _twin(body, "sems.at[0]).wait()", "sems).wait()") == ([], ["PAL103"])
+    # A tree handed over whole may be a subtree of Refs: no claim about it.
+    whole = body.replace("jax.tree.map(jax.new_ref, (x, out))", "jax.tree.map(jax.new_ref, x), None")
+    assert codes(whole.replace("x_ref.at[pl.ds(n, 8)]", "x_ref[pl.ds(n, 8)]")) == []

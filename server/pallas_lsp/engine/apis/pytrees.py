@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import syntax
 from pallas_lsp.engine.events import Arg
-from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
+from pallas_lsp.engine.apis.refs import NEW_REF
+from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import UNKNOWN, Instance, Partial, SeqOf, is_record, join_all
 
@@ -44,10 +45,18 @@ def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call)
             interp.escape(a.value)
         return UNKNOWN
     fn, trees = args[0].value, [a.value for a in args[1:]]
+    # `x_ref, o_ref = jax.tree.map(jax.new_ref, (x, out))`: the operands
+    # written out one by one in the tuple are arrays (a subtree would be
+    # handed over whole), so each becomes a Ref even when its value is unknown.
+    written_out = isinstance(fn, Api) and fn.name in NEW_REF \
+        and isinstance(args[1].node, (ast.Tuple, ast.List))
 
     def call(leaves: list[Value]) -> Value:
         if isinstance(fn, Api):
-            # An unknown leaf may be a whole subtree: no claim about it.
+            if leaves[0] is UNKNOWN and written_out:
+                return Ref(origin=f"{fn.name.rsplit('.', 1)[-1]}(...) of an operand",
+                           space=Space.ANY)
+            # Otherwise an unknown leaf may be a whole subtree: no claim about it.
             if leaves[0] is UNKNOWN:
                 return UNKNOWN
             return interp.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
