@@ -2204,3 +2204,27 @@ def test_operands_made_refs_with_a_tree_map_and_captured_by_the_kernel():
     # A tree handed over whole may be a subtree of Refs: no claim about it.
     whole = body.replace("jax.tree.map(jax.new_ref, (x, out))", "jax.tree.map(jax.new_ref, x), None")
     assert codes(whole.replace("x_ref.at[pl.ds(n, 8)]", "x_ref[pl.ds(n, 8)]")) == []
+
+
+@pytest.mark.parametrize("count", ["2", "n"])
+def test_scratch_dict_keys_built_with_f_strings(count):
+    # `scratch[f"send_{i}"]`: with `i` known the key is known; with `i`
+    # unknown, the entries whose keys start with "send_" are all semaphores.
+    body = f'''
+    def specs():
+        s = {{"buf": pltpu.VMEM((8, 128), jnp.float32)}}
+        for i in range(2):
+            s[f"send_{{i}}"] = pltpu.SemaphoreType.DMA((2,))
+        return s
+
+    def kernel(x_hbm, o_ref, scratch, *, n):
+        for i in range({count}):
+            c = pltpu.make_async_copy(x_hbm, scratch["buf"], scratch[f"send_{{i}}"].at[0])
+            c.start()
+            c.wait()
+
+    def launch(x, n):
+        return pl.pallas_call(functools.partial(kernel, n=n), out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[specs()])(x)
+    '''
+    assert _twin(body, 'scratch[f"send_{i}"].at[0]', 'scratch[f"send_{i}"]') == ([], ["PAL103"])

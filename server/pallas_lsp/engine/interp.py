@@ -26,7 +26,7 @@ from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, AtProxy, Bound, Choice,
                                       ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
-                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
+                                      Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown, TextPrefix,
                                       as_view, iter_of, join, join_all)
 
 MAX_DEPTH = 24  # nested helper calls followed from one kernel
@@ -1082,7 +1082,17 @@ class Interpreter:
         return method(self, node, frame)
 
     def expr_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Value:
-        return UNKNOWN  # an f-string: text, whatever is formatted into it
+        parts: list = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+                continue
+            value = self.eval(v.value, frame)
+            spec = self.eval(v.format_spec, frame) if v.format_spec is not None else Const(value="")
+            if not (isinstance(spec, Const) and isinstance(spec.value, str)):
+                return UNKNOWN
+            parts.append((value, v.conversion, spec.value))
+        return pyops.format_string(parts)
 
     def expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
         # Values are immutable: one Const per literal node, made once.
@@ -1254,6 +1264,11 @@ class Interpreter:
                 return UNKNOWN
             if isinstance(index, SliceVal) or isinstance(node.slice, ast.Slice):
                 return UNKNOWN
+            if isinstance(index, TextPrefix) and base.keys is not None:
+                # `scratch[f"send_{i}"]`: one of the entries whose keys start so
+                like = [v for k, v in zip(base.keys, base.items)
+                        if isinstance(k, str) and k.startswith(index.prefix)]
+                return join_all(like) if like else UNKNOWN
             return join_all(base.items)  # dynamic index into a list of like values
         if isinstance(base, Array):
             return Array(origin=base.origin)

@@ -9,7 +9,7 @@ from pallas_lsp.engine import syntax
 from pallas_lsp.engine.model import Array, Const, Descriptor, Ref, Seq, Value
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, ClassVal, Given, Instance, Iter, Partial,
-                                      SeqOf, ShapeDtype, Spec, StarUnknown, join_all)
+                                      SeqOf, ShapeDtype, Spec, StarUnknown, TextPrefix, join_all)
 from pallas_lsp.engine.model import Func
 
 
@@ -237,6 +237,33 @@ def const_compare(a, b, op) -> Value:
     except TypeError:
         return UNKNOWN
     return UNKNOWN
+
+
+_SIMPLE = (str, int, float)
+_CONVERSIONS = {ord("s"): str, ord("r"): repr, ord("a"): ascii}
+
+
+def format_string(parts: list) -> Value:
+    """An f-string whose parts are all known: `f"sem_{i}"` with `i` a
+    number is the text `"sem_3"` (dict keys of scratch are built so); with
+    `i` unknown, a text that starts with `"sem_"`.
+    `parts`: texts, or (value, conversion, spec) per formatted field."""
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        value, conversion, spec = part
+        if not (isinstance(value, Const) and type(value.value) in _SIMPLE):
+            return TextPrefix(prefix="".join(out)) if out else UNKNOWN
+        v = value.value
+        if conversion in _CONVERSIONS:
+            v = _CONVERSIONS[conversion](v)
+        try:
+            out.append(format(v, spec))
+        except (ValueError, TypeError):
+            return UNKNOWN
+    return Const(value="".join(out))
 
 
 def const_binop(a, b, op) -> Value:

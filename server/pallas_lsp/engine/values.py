@@ -467,6 +467,14 @@ class Instance(Value):
 
 
 @frozen
+class TextPrefix(Value):
+    """A string of which only the start is known: `f"sem_{i}"` with `i`
+    unknown. As a dict key it picks among the keys that start so."""
+
+    prefix: str = ""
+
+
+@frozen
 class StarUnknown(Value):
     """A `*args` whose length is not known; `elem` is what each of its items
     is, when that is known (`*blocks` of a pipeline's computed specs)."""
