@@ -2207,14 +2207,16 @@ def test_operands_made_refs_with_a_tree_map_and_captured_by_the_kernel():
 
 
 @pytest.mark.parametrize("count", ["2", "n"])
-def test_scratch_dict_keys_built_with_f_strings(count):
+@pytest.mark.parametrize("sem", ["pltpu.SemaphoreType.DMA((2,))", "pltpu.SemaphoreType.DMA"])
+def test_scratch_dict_keys_built_with_f_strings(count, sem):
     # `scratch[f"send_{i}"]`: with `i` known the key is known; with `i`
     # unknown, the entries whose keys start with "send_" are all semaphores.
+    # A bare semaphore kind stored in the dict is one semaphore.
     body = f'''
     def specs():
         s = {{"buf": pltpu.VMEM((8, 128), jnp.float32)}}
         for i in range(2):
-            s[f"send_{{i}}"] = pltpu.SemaphoreType.DMA((2,))
+            s[f"send_{{i}}"] = {sem}
         return s
 
     def kernel(x_hbm, o_ref, scratch, *, n):
@@ -2227,4 +2229,8 @@ def test_scratch_dict_keys_built_with_f_strings(count):
         return pl.pallas_call(functools.partial(kernel, n=n), out_shape={OUT}, in_specs=[{ANY}],
                               scratch_shapes=[specs()])(x)
     '''
-    assert _twin(body, 'scratch[f"send_{i}"].at[0]', 'scratch[f"send_{i}"]') == ([], ["PAL103"])
+    if sem.endswith("((2,))"):
+        assert _twin(body, 'scratch[f"send_{i}"].at[0]', 'scratch[f"send_{i}"]') == ([], ["PAL103"])
+    else:  # one semaphore, used whole; a regular one would be the bug
+        whole = body.replace('scratch[f"send_{i}"].at[0]', 'scratch[f"send_{i}"]')
+        assert _twin(whole, sem, sem.replace("DMA", "REGULAR")) == ([], ["PAL109"])

@@ -1022,8 +1022,10 @@ class Interpreter:
                 kind="swap", node=target, ref=Arg(target.value, base),
                 value=Arg(value_node, value)))
         elif isinstance(target.value, ast.Name) and isinstance(base, (Seq, SeqOf)) \
-                and isinstance(value, (Descriptor, Ref, Array, Seq, Alloc, Spec)):
-            # `copies[k] = make_async_copy(...)`, `scratch["buf"] = pltpu.VMEM(...)`:
+                and (isinstance(value, (Descriptor, Ref, Array, Seq, Alloc, Spec))
+                     or binding.to_alloc(value) is not None):
+            # `copies[k] = make_async_copy(...)`, `scratch["buf"] = pltpu.VMEM(...)`,
+            # `scratch["sem"] = pltpu.SemaphoreType.DMA` (a bare kind is one semaphore):
             # the list or dict is a value here, so rebind the name to the updated one.
             frame.scope.rebind(target.value.id, pyops.stored(
                 base, index[0] if len(index) == 1 else UNKNOWN, value))
