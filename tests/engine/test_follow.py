@@ -2234,3 +2234,24 @@ def test_scratch_dict_keys_built_with_f_strings(count, sem):
     else:  # one semaphore, used whole; a regular one would be the bug
         whole = body.replace('scratch[f"send_{i}"].at[0]', 'scratch[f"send_{i}"]')
         assert _twin(whole, sem, sem.replace("DMA", "REGULAR")) == ([], ["PAL109"])
+
+
+def test_scratch_dict_merged_from_other_dicts():
+    # `{"buf": ..., **recv_specs(), **send_specs()}`: the entries of each,
+    # a later key replacing an earlier one as in Python.
+    body = f'''
+    def send_specs():
+        return {{"sem": pltpu.SemaphoreType.DMA((2,))}}
+
+    def kernel(x_hbm, o_ref, scratch):
+        c = pltpu.make_async_copy(x_hbm, scratch["buf"], scratch["sem"].at[0])
+        c.start()
+        c.wait()
+
+    def launch(x):
+        scratch = {{"buf": pltpu.VMEM((8, 128), jnp.float32), "sem": pltpu.SemaphoreType.REGULAR,
+                   **send_specs()}}
+        return pl.pallas_call(kernel, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[scratch])(x)
+    '''
+    assert _twin(body, 'scratch["sem"].at[0]', 'scratch["sem"]') == ([], ["PAL103"])

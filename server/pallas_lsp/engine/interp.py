@@ -1151,15 +1151,20 @@ class Interpreter:
     expr_List = expr_Tuple
 
     def expr_Dict(self, node: ast.Dict, frame: Frame) -> Value:
-        keys, items = [], []
+        entries: dict = {}  # a later key replaces an earlier one, as in Python
         for k, v in zip(node.keys, node.values):
-            kv = self.eval(k, frame) if k is not None else UNKNOWN
+            kv = self.eval(k, frame) if k is not None else None
             vv = self.eval(v, frame)
+            if k is None and isinstance(vv, Seq) and vv.keys is not None:
+                entries.update(zip(vv.keys, vv.items))  # `{**other, ...}`
+                continue
             if not isinstance(kv, Const):
                 return UNKNOWN
-            keys.append(kv.value)
-            items.append(vv)
-        return Seq(items=tuple(items), keys=tuple(keys))
+            try:
+                entries[kv.value] = vv
+            except TypeError:  # not hashable: Python would fail here too
+                return UNKNOWN
+        return Seq(items=tuple(entries.values()), keys=tuple(entries))
 
     def expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
         return self.attribute(self.eval(node.value, frame), node.attr, node, frame)
