@@ -2255,3 +2255,37 @@ def test_scratch_dict_merged_from_other_dicts():
                               scratch_shapes=[scratch])(x)
     '''
     assert _twin(body, 'scratch["sem"].at[0]', 'scratch["sem"]') == ([], ["PAL103"])
+
+
+def test_shared_launcher_wrapping_each_kernel_in_its_own_closure():
+    # One `launch(kernel=...)` for every kernel of the file: its nested
+    # `wrapper` calls the kernel it closes over. Each launcher's kernel runs,
+    # not only the first one's.
+    body = f'''
+    def first_kernel(x_ref, o_ref, scratch):
+        pltpu.sync_copy(x_ref, o_ref)
+
+    def second_kernel(x_ref, o_ref, scratch):
+        c = pltpu.make_async_copy(x_ref, scratch["buf"], scratch["sems"].at[0])
+        c.start()
+        c.wait()
+
+    def launch(*, kernel, scratch_shapes, x):
+        def wrapper(x_ref, o_ref, scratch_refs):
+            kernel(x_ref, o_ref, scratch_refs)
+        return pl.pallas_call(wrapper, out_shape={OUT}, in_specs=[{ANY}],
+                              scratch_shapes=[scratch_shapes])(x)
+
+    def run_first(x):
+        return launch(kernel=first_kernel, scratch_shapes={{}}, x=x)
+
+    def run_second(x):
+        return launch(kernel=second_kernel, x=x,
+                      scratch_shapes={{"buf": pltpu.VMEM((8, 128), jnp.float32),
+                                      "sems": pltpu.SemaphoreType.DMA((2,))}})
+
+    def main(x):
+        run_first(x)
+        run_second(x)
+    '''
+    assert _twin(body, 'scratch["sems"].at[0]', 'scratch["sems"]') == ([], ["PAL103"])

@@ -595,7 +595,7 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
     # One run per kernel a launch site is given: a shared launcher
     # (`def launch(kernel, ...)`) is called with several kernels, and a kernel
     # partial'd with other constants may take other branches. Bounded per site.
-    key = (pc.node_id, _kernel_identity(pc.kernel))
+    key = (pc.node_id, _kernel_identity(pc.kernel, interp.module_scope))
     if key in interp.kernels_done:
         return
     runs = interp.kernel_runs.get(pc.node_id, 0)
@@ -705,13 +705,21 @@ def run_kernel(interp: Interpreter, pc: PallasCallable, n_args: int | None, fram
 MAX_KERNELS_PER_SITE = 8
 
 
-def _kernel_identity(kernel: Value):
-    """Which function, and the constants partial() bound to it."""
+def _kernel_identity(kernel: Value, module_scope=None):
+    """Which function, the constants partial() bound to it and, for a kernel
+    defined inside a launcher, the functions its closure holds: a shared
+    `launch(kernel=...)` wraps each user kernel in its own `wrapper(...)`
+    that calls `kernel(...)`, one kernel per closure."""
     if not isinstance(kernel, Func):
         return id(kernel) if isinstance(kernel, Choice) else None
     bound = list(enumerate(kernel.bound_args)) + list(kernel.bound_kwargs)
     consts = tuple((k, c) for k, v in bound if (c := _const_key(v)) is not None)
-    return (id(kernel.node), consts)
+    scope = kernel.scope
+    if scope is None or scope is module_scope:
+        return (id(kernel.node), consts)
+    funcs = tuple(sorted((name, id(v.node)) for name, v in getattr(scope, "vars", {}).items()
+                         if isinstance(v, Func)))
+    return (id(kernel.node), consts, funcs)
 
 
 def _const_key(v: Value, depth: int = 0):
