@@ -2289,3 +2289,31 @@ def test_shared_launcher_wrapping_each_kernel_in_its_own_closure():
         run_second(x)
     '''
     assert _twin(body, 'scratch["sems"].at[0]', 'scratch["sems"]') == ([], ["PAL103"])
+
+
+def test_remote_wait_only_descriptor_checks_its_send_semaphore_too():
+    # A remote descriptor's `.wait()` is `wait_send()` then `wait_recv()`
+    # (jax 0.10.2), so a whole send-semaphore array in a descriptor rebuilt
+    # only to wait fails as the receive side does (TPU interpret mode:
+    # "Only scalar arrays can be converted to Python scalars"; lowering:
+    # the rank-0 check of the DMA wait).
+    body = '''
+    def kernel(x_hbm, o_hbm, send_sems, recv_sems):
+        right = jax.lax.rem(jax.lax.axis_index("x") + 1, 2)
+        pltpu.make_async_remote_copy(x_hbm, o_hbm, send_sems.at[0], recv_sems.at[0],
+                                     device_id=(right,)).start()
+        pltpu.make_async_remote_copy(x_hbm, o_hbm, send_sems.at[0], recv_sems.at[0],
+                                     device_id=(right,)).wait()
+
+    def launch(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                              in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                              scratch_shapes=[pltpu.SemaphoreType.DMA((2,)),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+    '''
+    waited = "recv_sems.at[0],\n                                     device_id=(right,)).wait()"
+    send_whole = body.replace("send_sems.at[0], " + waited, "send_sems, " + waited)
+    assert send_whole != body
+    assert codes(body) == []
+    assert codes(send_whole) == ["PAL406"]

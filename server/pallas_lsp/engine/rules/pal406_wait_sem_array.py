@@ -2,7 +2,9 @@
 semaphores. `dma_wait` does not check the semaphore's shape, so tracing
 accepts it; the Mosaic verifier rejects it when the kernel is lowered for a
 TPU (the check is in the `tpu.wait_dma2` op), and TPU interpret mode fails
-with a generic TypeError."""
+with a generic TypeError. A remote `.wait()` waits on the send semaphore and
+then the receive one, so both are checked (tests/compile/test_remote_rules.py
+proves the send side against both)."""
 from pallas_lsp.engine.model import Ref
 from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, sem_shape_text, wait_only,
                                            wait_ops)
@@ -20,7 +22,8 @@ def check(ctx: Context):
         args = []
         if wait_ops(call, ("wait", "wait_recv")):
             args.append(("receive" if call.remote else "completion", call.sem))
-        if call.remote and call.send_sem is not None and wait_ops(call, ("wait_send",)):
+        # A remote descriptor's `.wait()` is `wait_send()` then `wait_recv()`.
+        if call.remote and call.send_sem is not None and wait_ops(call, ("wait", "wait_send")):
             args.append(("send", call.send_sem))
         for role, arg in args:
             v = arg.value
