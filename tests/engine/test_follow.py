@@ -1,6 +1,8 @@
 """Constructs of real kernels that used to lose values on the way (a value
 became Unknown and Unknown is silent). Each test has a buggy kernel that
 must be reported and, where it matters, its fixed twin that must not."""
+import ast
+import textwrap
 import pytest
 
 from pallas_lsp.engine import analyze
@@ -2317,3 +2319,57 @@ def test_remote_wait_only_descriptor_checks_its_send_semaphore_too():
     assert send_whole != body
     assert codes(body) == []
     assert codes(send_whole) == ["PAL406"]
+
+
+def test_dataclass_fields_annotated_as_arrays_are_single_leaves():
+    # `jax.tree.map(jax.new_ref, meta)` over a registered dataclass whose
+    # fields are typed `jax.Array`: each field is one leaf, so each becomes a
+    # Ref even when the array's value is unknown, and `tree.leaves` keeps
+    # their number. The SMEM specs mapped from it flatten to a list of
+    # allocations that `run_scoped` turns into Refs.
+    body = '''
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Meta:
+        starts: jax.Array
+        sizes: jax.Array
+
+    def make_meta(n):
+        return Meta(jnp.cumsum(n), n * 2)
+
+    def run(n, x):
+        meta = make_meta(n)
+        meta_hbm = jax.tree.map(jax.new_ref, meta)
+        specs = jax.tree.map(lambda a: pltpu.SMEM(a.shape, a.dtype), meta)
+        specs_flat, _ = jax.tree.flatten(specs)
+        sem = pltpu.SemaphoreType.DMA((len(specs_flat),))
+
+        @pl.core_map(mesh=pltpu.create_tensorcore_mesh("core"))
+        def _():
+            @functools.partial(pl.run_scoped, smem=specs_flat, sems=sem)
+            def _(smem, sems):
+                copies = [pltpu.async_copy(src, dst, sems.at[i])
+                          for i, (src, dst) in enumerate(zip(jax.tree.leaves(meta_hbm), smem))]
+                for c in copies:
+                    c.wait()
+        return x
+    '''
+    body = "import dataclasses, functools\n" + textwrap.dedent(body)
+    assert codes(body) == []
+    # (the HBM Ref read directly is also PAL204)
+    assert codes(body.replace("async_copy(src, dst,", "async_copy(src[...], dst,")) \
+        == ["PAL101", "PAL204"]
+    assert codes(body.replace("async_copy(src, dst,", "async_copy(src, dst[...],")) == ["PAL101"]
+    assert codes(body.replace("sems.at[i])", "sems)")) == ["PAL103"]
+
+
+@pytest.mark.parametrize("ann, one_leaf", [
+    ("jax.Array", True), ("Array", True), ("jnp.ndarray", True),
+    ('Float[Array, "m n"]', True), ("Int[jax.Array, '']", True),
+    ("tuple[jax.Array, jax.Array]", False),  # two leaves
+    ("jax.Array | None", False), ("Optional[jax.Array]", False),
+    ("list[jax.Array]", False), ("int", False),
+])
+def test_which_annotations_mean_one_array(ann, one_leaf):
+    from pallas_lsp.engine.apis.pytrees import array_annotation
+    assert array_annotation(ast.parse(ann, mode="eval").body) is one_leaf

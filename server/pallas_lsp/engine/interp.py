@@ -620,12 +620,13 @@ class Interpreter:
         if node.keywords or not (plain or namedtuple) or (decorators and not record):
             frame.scope.vars[node.name] = UNKNOWN
             return
-        methods, fields, kinds, defaults, static = {}, [], {}, {}, set()
+        methods, fields, kinds, defaults, static, leaves = {}, [], {}, {}, set(), set()
         for parent in parents:  # single inheritance from classes of this file
             methods.update(parent.methods)
             kinds.update(parent.kinds)
             defaults.update(parent.defaults)
             static |= parent.static
+            leaves |= parent.leaves
             fields.extend(f for f in parent.fields if f not in fields)
             record = record or parent.record
         for stmt in node.body:
@@ -639,6 +640,8 @@ class Interpreter:
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.target.id not in fields:
                 fields.append(stmt.target.id)
+                if pytrees.array_annotation(stmt.annotation):
+                    leaves.add(stmt.target.id)
                 # `q_token: Callable | None = None`: a field the call may
                 # leave out (then `schedule.q_token is None` decides branches).
                 if stmt.value is not None and (record or namedtuple):
@@ -652,6 +655,7 @@ class Interpreter:
         object.__setattr__(cls, "kinds", kinds)
         object.__setattr__(cls, "defaults", defaults)
         object.__setattr__(cls, "static", frozenset(static))
+        object.__setattr__(cls, "leaves", frozenset(leaves - static))
         if is_buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:

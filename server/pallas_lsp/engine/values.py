@@ -416,6 +416,7 @@ class ClassVal(Value):
         object.__setattr__(self, "kinds", {})  # method name -> method | static | class | property
         object.__setattr__(self, "defaults", {})  # record field -> its literal default
         object.__setattr__(self, "static", frozenset())  # fields that are not pytree leaves
+        object.__setattr__(self, "leaves", frozenset())  # fields annotated as one array (a leaf)
 
     __hash__ = object.__hash__
 

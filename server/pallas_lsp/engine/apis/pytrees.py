@@ -12,7 +12,7 @@ from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.apis.refs import NEW_REF
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
-from pallas_lsp.engine.values import UNKNOWN, Instance, Partial, SeqOf, is_record, join_all
+from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, is_record, join_all
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -51,9 +51,9 @@ def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call)
     written_out = isinstance(fn, Api) and fn.name in NEW_REF \
         and isinstance(args[1].node, (ast.Tuple, ast.List))
 
-    def call(leaves: list[Value]) -> Value:
+    def call(leaves: list[Value], one_leaf: bool = False) -> Value:
         if isinstance(fn, Api):
-            if leaves[0] is UNKNOWN and written_out:
+            if leaves[0] is UNKNOWN and (written_out or one_leaf):
                 return Ref(origin=f"{fn.name.rsplit('.', 1)[-1]}(...) of an operand",
                            space=Space.ANY)
             # Otherwise an unknown leaf may be a whole subtree: no claim about it.
@@ -89,6 +89,9 @@ def _walk(first, rest, depth, call):
                 continue
             others = [r.attrs.get(k, UNKNOWN) if isinstance(r, Instance) else UNKNOWN
                       for r in rest]
+            if item is UNKNOWN and k in first.cls.leaves:  # annotated as one array
+                out.attrs[k] = call([item] + others, True)
+                continue
             out.attrs[k] = _walk(item, others, depth + 1, call)
         return out
     if isinstance(first, Seq) and depth < 4:
@@ -130,14 +133,15 @@ def tree_leaves(v: Value, depth: int = 0) -> Value:
     elif is_record(v):
         names = [f for f in v.cls.fields if f not in v.cls.static] \
             or [k for k in v.attrs if k not in v.cls.static]
-        parts = [tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
+        parts = [Seq(items=(UNKNOWN,)) if f in v.cls.leaves and v.attrs.get(f, UNKNOWN) is UNKNOWN
+                 else tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
     elif isinstance(v, SeqOf):
         inner = tree_leaves(v.elem, depth + 1)
         elems = inner.items if isinstance(inner, Seq) else \
             [inner.elem] if isinstance(inner, SeqOf) else []
         known = join_all(elems) if elems else UNKNOWN
         return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
-    elif isinstance(v, (Ref, Array, Descriptor)):
+    elif isinstance(v, (Ref, Array, Descriptor, Alloc)):
         return Seq(items=(v,))
     else:
         return UNKNOWN
@@ -167,6 +171,26 @@ def static_field(value: ast.expr) -> bool:
                                             for k, x in zip(kw.keys, kw.values)):
             return True
     return False
+
+
+_ARRAY_TYPES = {"Array", "ndarray", "ArrayLike"}
+
+
+def array_annotation(ann: ast.expr) -> bool:
+    """`x: jax.Array` (or `jnp.ndarray`, jaxtyping's `Float[Array, "m n"]`):
+    the field holds one array, a single pytree leaf. Says nothing about
+    whether it is an array or a Ref (kernels annotate Refs as arrays too)."""
+    if isinstance(ann, ast.Subscript):
+        # jaxtyping's `Float[Array, "m n"]`: the array type, then a shape string.
+        # (`tuple[Array, Array]` is two leaves, so the string is required.)
+        elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else []
+        if len(elts) != 2 or not (isinstance(elts[1], ast.Constant)
+                                  and isinstance(elts[1].value, str)):
+            return False
+        ann = elts[0]
+    name = ann.attr if isinstance(ann, ast.Attribute) else ann.id if isinstance(ann, ast.Name) \
+        else None
+    return name in _ARRAY_TYPES
 
 
 def pytree_registration(value: Value) -> bool:
