@@ -127,3 +127,30 @@ async def test_editing_a_helper_rechecks_its_open_dependents(tmp_path):
                                                      "make_async_copy(src, dst[...], sem)"))
         line = ok_main.split("\n").index("    copy_in(x_hbm, o_hbm, sems.at[0])")
         await _until(s, main.as_uri(), "PAL101", [line])
+
+
+async def test_a_dependent_is_rechecked_against_the_helpers_new_text_at_once(tmp_path):
+    # The edit path reads only files already parsed. The first re-check of
+    # the kernel file after a helper edit must already see the edited
+    # helper (the buffer, not the disk), not wait for the background index
+    # to parse it and re-check a second time.
+    helper = tmp_path / "helpers.py"
+    fixed = textwrap.dedent(HELPER)
+    helper.write_text(fixed, encoding="utf-8")
+    ok_main = MAIN.replace("copy_in(x_hbm, o_hbm, sems)", "copy_in(x_hbm, o_hbm, sems.at[0])")
+    main = tmp_path / "main.py"
+    main.write_text(ok_main, encoding="utf-8")
+    line = ok_main.split("\n").index("    copy_in(x_hbm, o_hbm, sems.at[0])")
+    async with start_session("emacs", root=tmp_path,
+                             init_options={"diagnostics": {"debounceMs": 0}}) as s:
+        s.open(helper.as_uri(), fixed)
+        s.open(main.as_uri(), ok_main)
+        await asyncio.sleep(1.0)
+        await _until(s, main.as_uri(), "PAL101", [])
+        await asyncio.sleep(0.5)  # nothing else pending for the kernel file
+        before = len(s.client.published[main.as_uri()])
+        s.replace_all(helper.as_uri(), fixed.replace("make_async_copy(src, dst, sem)",
+                                                     "make_async_copy(src, dst[...], sem)"))
+        await wait_for(lambda: len(s.client.published[main.as_uri()]) > before, timeout=30)
+        first = s.client.published[main.as_uri()][before]
+        assert [d.range.start.line for d in first.diagnostics if d.code == "PAL101"] == [line]

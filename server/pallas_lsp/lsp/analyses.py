@@ -145,6 +145,22 @@ class AnalysisService:
         analysis, _ = await asyncio.shield(running[1])
         return analysis
 
+    async def parse_edited(self, path: str) -> None:
+        """Parse an edited file's buffer into the project's cache, in turn with
+        the analyses. The edit path never parses other files, so without this
+        the open files that use a helper would be re-checked against the
+        helper's previous text and only corrected after the background parse."""
+        if self.workspace is None or self.analyzer is not engine_analyze:
+            return
+        project = self.workspace.project
+        try:
+            await asyncio.wrap_future(self._worker.submit(project.source, path,
+                                                          key=("source", path)))
+        except Superseded:
+            pass
+        except Exception:  # a parse failure costs the dependents' freshness only
+            log.exception("parsing %s for its dependents failed", path)
+
     def _finished(self, key, snap: Snapshot, fut: asyncio.Future) -> None:
         if self._inflight.get(key, (None, None))[1] is fut:
             del self._inflight[key]

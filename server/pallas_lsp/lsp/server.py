@@ -476,7 +476,11 @@ class PallasLanguageServer(LanguageServer):
         delay = self.settings.debounce_ms / 1000.0
 
         async def recheck():
-            for other in self.dependents(uri):
+            others = self.dependents(uri)
+            doc = self.documents.get(uri)
+            if others and doc is not None and doc.path:
+                await self.analyses.parse_edited(doc.path)  # they must read the new text
+            for other in others:
                 self.analyses.forget(other)
                 await self.publish(other)
             doc = self.documents.get(uri)
@@ -484,7 +488,11 @@ class PallasLanguageServer(LanguageServer):
                 self.project_index.file_changed(doc.path, doc.text)
 
         async def recheck_pulled():
-            for other in self.dependents(uri):
+            others = self.dependents(uri)
+            doc = self.documents.get(uri)
+            if others and doc is not None and doc.path:
+                await self.analyses.parse_edited(doc.path)
+            for other in others:
                 self.analyses.forget(other)
             self.refresh()
 
