@@ -109,13 +109,19 @@ async def test_open_helper_gets_findings_from_closed_callers(tmp_path):
                    for r in d.related_information)
 
 
-async def test_editing_a_helper_rechecks_its_open_dependents(tmp_path):
+def _helper_and_correct_caller(tmp_path):
+    """helpers.py (correct) and main.py calling it correctly, on disk."""
     helper = tmp_path / "helpers.py"
     fixed = textwrap.dedent(HELPER)
     helper.write_text(fixed, encoding="utf-8")
     ok_main = MAIN.replace("copy_in(x_hbm, o_hbm, sems)", "copy_in(x_hbm, o_hbm, sems.at[0])")
     main = tmp_path / "main.py"
     main.write_text(ok_main, encoding="utf-8")
+    return helper, fixed, main, ok_main
+
+
+async def test_editing_a_helper_rechecks_its_open_dependents(tmp_path):
+    helper, fixed, main, ok_main = _helper_and_correct_caller(tmp_path)
     async with start_session("emacs", root=tmp_path,
                              init_options={"diagnostics": {"debounceMs": 0}}) as s:
         s.open(helper.as_uri(), fixed)
@@ -134,12 +140,7 @@ async def test_a_dependent_is_rechecked_against_the_helpers_new_text_at_once(tmp
     # the kernel file after a helper edit must already see the edited
     # helper (the buffer, not the disk), not wait for the background index
     # to parse it and re-check a second time.
-    helper = tmp_path / "helpers.py"
-    fixed = textwrap.dedent(HELPER)
-    helper.write_text(fixed, encoding="utf-8")
-    ok_main = MAIN.replace("copy_in(x_hbm, o_hbm, sems)", "copy_in(x_hbm, o_hbm, sems.at[0])")
-    main = tmp_path / "main.py"
-    main.write_text(ok_main, encoding="utf-8")
+    helper, fixed, main, ok_main = _helper_and_correct_caller(tmp_path)
     line = ok_main.split("\n").index("    copy_in(x_hbm, o_hbm, sems.at[0])")
     async with start_session("emacs", root=tmp_path,
                              init_options={"diagnostics": {"debounceMs": 0}}) as s:
