@@ -108,3 +108,48 @@ def test_jax_pallas_tree_tpu_and_gpu_is_clean():
     assert cov["totals"]["dma_sites"] >= 6
     assert cov["totals"]["dma_known"] == cov["totals"]["dma_sites"]
     assert cov["totals"]["bound"] == cov["totals"]["launches"] >= 16
+
+
+MIXED = '''
+import functools
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def triton_kernel(x_ref, o_ref):
+    x = pl.load(x_ref, (pl.dslice(0, 16),))
+    pl.store(o_ref, (pl.dslice(0, 16),), x * 2)
+
+
+def tpu_kernel(x_hbm, o_hbm, sem):
+    pltpu.make_async_copy(x_hbm, o_hbm, sem).start()
+
+
+def launch(x):
+    out = jax.ShapeDtypeStruct((16,), jnp.float32)
+    y = pl.pallas_call(triton_kernel, out_shape=out,
+                       compiler_params=dict(triton=dict(num_warps=4)))(x)
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    return pl.pallas_call(tpu_kernel, out_shape=out, in_specs=[any_], out_specs=any_,
+                          scratch_shapes=[pltpu.SemaphoreType.DMA])(y)
+'''
+
+
+def test_coverage_leaves_out_gpu_kernels_it_does_not_judge(tmp_path):
+    # The TPU rules do not judge a Triton kernel, so its Ref accesses and its
+    # launch are neither counted nor called unreached; the TPU kernel next to
+    # it in the same file is.
+    (tmp_path / "mixed.py").write_text(textwrap.dedent(MIXED))
+    out = cli("coverage", "--output-format", "json", "mixed.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (f,) = json.loads(out.stdout)["files"]
+    assert f["totals"]["sites"] == 1 and f["totals"]["known"] == 1
+    assert f["totals"]["launches"] == 1 and f["totals"]["bound"] == 1
+    gpu = [s for s in f["sites"] if s["backend"] != "tpu"]
+    assert sorted(s["api"] for s in gpu) == ["load", "store"]
+    assert {s["backend"] for s in gpu} == {"triton"}
+    text = cli("coverage", "--verbose", "mixed.py", cwd=tmp_path).stdout
+    assert "load in a triton kernel (not judged, not counted)" in text
+    assert "Total: 1/1 sites known" in text

@@ -48,6 +48,8 @@ def _totals(cov) -> Totals:
     if cov is None or cov.backend != "tpu":
         return t  # GPU kernels are not what the TPU rules judge
     for s in cov.sites:
+        if s.backend != "tpu":
+            continue  # written in a GPU kernel of this file
         t.sites += 1
         t.reached += s.reached
         t.known += s.known
@@ -55,8 +57,9 @@ def _totals(cov) -> Totals:
         if s.kind == "dma":
             t.dma_sites += 1
             t.dma_known += s.known
-    t.launches = len(cov.launches)
-    t.bound = sum(1 for launch in cov.launches if launch.bound)
+    tpu = [launch for launch in cov.launches if launch.backend == "tpu"]
+    t.launches = len(tpu)
+    t.bound = sum(1 for launch in tpu if launch.bound)
     return t
 
 
@@ -72,11 +75,11 @@ def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
     for item in checked:
         cov = item.analysis.coverage if item.analysis is not None else None
         t = _totals(cov)
-        if not t.sites and not t.launches:
-            continue
+        if not t.sites and not t.launches and not (verbose and cov is not None and cov.launches):
+            continue  # (verbose: a file of GPU kernels says they were not counted)
         overall.add(t)
         for s in cov.sites:
-            if not s.known:
+            if not s.known and s.backend == "tpu":
                 stops[_reason_class(s.reason)] += 1
         files.append((item.path, cov, t))
     if output_format == "json":
@@ -93,11 +96,21 @@ def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
         lines.append(f"{path}: {t.known}/{t.sites} sites known ({_fmt(t.known, t.sites)}), "
                      f"DMA {t.dma_known}/{t.dma_sites}, kernels bound {t.bound}/{t.launches}")
         for s in cov.sites:
+            if s.backend != "tpu":
+                if verbose:
+                    lines.append(f"  {path}:{s.line + 1}:{s.col + 1}: {s.kind} {s.api} in a "
+                                 f"{s.backend} kernel (not judged, not counted)")
+                continue
             if verbose or not s.known:
                 state = "known" if s.known else ("reached" if s.reached else "not reached")
                 why = f": {s.reason}" if s.reason and not s.known else ""
                 lines.append(f"  {path}:{s.line + 1}:{s.col + 1}: {s.kind} {s.api} {state}{why}")
         for launch in cov.launches:
+            if launch.backend != "tpu":
+                if verbose:
+                    lines.append(f"  {path}:{launch.line + 1}: {launch.api} "
+                                 f"{launch.kernel or '?'} {launch.backend} kernel (not counted)")
+                continue
             if verbose or not launch.bound:
                 what = launch.kernel or "?"
                 state = "bound" if launch.bound else "not bound"

@@ -2373,3 +2373,39 @@ def test_dataclass_fields_annotated_as_arrays_are_single_leaves():
 def test_which_annotations_mean_one_array(ann, one_leaf):
     from pallas_lsp.engine.apis.pytrees import array_annotation
     assert array_annotation(ast.parse(ann, mode="eval").body) is one_leaf
+
+
+def test_items_of_a_star_args_tuple_are_single_operands():
+    # A pl.kernel look-alike: `run(*operands)` maps jax.new_ref over its
+    # positional arguments and splats the Refs into the body. Each item is one
+    # argument, so each becomes one Ref even when the array passed is unknown.
+    body = '''
+    def my_kernel(body, *, out_type, mesh, scratch_types=()):
+        @jax.jit
+        def run(*operands):
+            arg_refs = jax.tree.map(jax.new_ref, operands)
+            out_ref = jax.new_ref(jnp.zeros(out_type.shape, out_type.dtype))
+
+            @pl.core_map(mesh, scratch_shapes=scratch_types)
+            def _(*scratch_refs):
+                body(*arg_refs, out_ref, *scratch_refs)
+
+            return out_ref[...]
+        return run
+
+    def body(x_hbm_ref, o_hbm_ref, buf_ref, sem):
+        wide = x_hbm_ref.bitcast(jnp.uint32)
+        c = pltpu.make_async_copy(wide.at[0], buf_ref.at[0], sem)
+        c.start()
+        c.wait()
+
+    def launch(x):
+        return my_kernel(body, out_type=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                         mesh=pltpu.create_tensorcore_mesh("core"),
+                         scratch_types=[pltpu.VMEM((8, 128), jnp.uint32),
+                                        pltpu.SemaphoreType.DMA])(x)
+    '''
+    assert codes(body) == []
+    # (the new Ref lives in HBM: reading it is also PAL204)
+    assert codes(body.replace("make_async_copy(wide.at[0],", "make_async_copy(wide[0],")) \
+        == ["PAL101", "PAL204"]

@@ -29,11 +29,14 @@ class Site:
     unknown: list[str] = field(default_factory=list)  # which arguments were not known
     reason: str = ""  # why not reached / not known, in words
     launched: bool = True  # reached by a kernel launch (not only as kernel code without one)
+    # The backend of the kernel it is written in, when that is a GPU one (Triton,
+    # Mosaic GPU): the TPU rules do not judge it, so it is not counted.
+    backend: str = "tpu"
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "api": self.api, "line": self.line + 1, "col": self.col + 1,
                 "reached": self.reached, "known": self.known, "unknown": self.unknown,
-                "reason": self.reason}
+                "reason": self.reason, "backend": self.backend}
 
 
 @record
@@ -118,6 +121,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
     status = _event_status(events)
     scope = interp.root.scope.vars
     funcs = _enclosing_functions(src.tree)
+    placed: list[tuple[ast.Call, int]] = []
     for node in syntax.walk(src.tree):
         if not isinstance(node, ast.Call):
             continue
@@ -135,6 +139,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
             continue
         span = src.span(node)
         hit = status.get(id(node))
+        placed.append((node, len(cov.sites)))  # the site appended next
         if kind == "ref":
             reached = any(a.node is node and a.kernel_id for a in events.accesses)
             cov.sites.append(Site(kind, t, span.line, span.col, reached, reached, [],
@@ -180,20 +185,24 @@ def measure(src, interp, events: Events) -> FileCoverage:
         prev = per.get((span.line, span.col))
         if prev is None or (known and not prev[0]):
             per[(span.line, span.col)] = (known, unknown)
+    _mark_gpu_sites([(node, cov.sites[i]) for node, i in placed], funcs,
+                    interp.events.launches)
     cov.sites.sort(key=lambda s: (s.line, s.col))
     cov.launches.sort(key=lambda s: s.line)
     return cov
 
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
 def _enclosing_functions(tree: ast.AST) -> dict[int, ast.AST]:
-    """id(node) -> innermost def containing it, for every call."""
+    """id(node) -> innermost def containing it, for every call and def."""
     out: dict[int, ast.AST] = {}
 
     def visit(node, func):
         for child in syntax.children(node):
-            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                ast.Lambda)) else func
-            if isinstance(child, ast.Call) and func is not None:
+            inner = child if isinstance(child, _DEFS) else func
+            if isinstance(child, (ast.Call,) + _DEFS) and func is not None:
                 out[id(child)] = func
             visit(child, inner)
 
@@ -210,3 +219,22 @@ def _why_unreached(node, funcs, interp) -> str:
         return f"no kernel launch the engine can follow reaches `{name}`"
     return f"`{name}` was analysed, but this call was not reached (a branch or loop the " \
            f"engine did not enter)"
+
+
+def _mark_gpu_sites(pairs: list[tuple[ast.Call, Site]], funcs, launches) -> None:
+    """A site not known, written inside a kernel launched only for a GPU
+    backend (the innermost enclosing launched kernel decides), takes that
+    backend: the TPU rules do not judge it."""
+    kernels: dict[int, str] = {}
+    for launch in launches:
+        node = launch.kernel_node
+        if node is not None and kernels.get(id(node)) != "tpu":
+            kernels[id(node)] = launch.backend
+    if all(b == "tpu" for b in kernels.values()):
+        return
+    for call, site in pairs:
+        func = funcs.get(id(call))
+        while func is not None and id(func) not in kernels:
+            func = funcs.get(id(func))
+        if func is not None and kernels[id(func)] != "tpu" and not site.known:
+            site.backend = kernels[id(func)]

@@ -24,8 +24,8 @@ from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, NameIn
 from pallas_lsp.engine.records import record, replace
 from pallas_lsp.engine.source import Source
 from pallas_lsp.engine.values import declared, instance_writes
-from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Alloc, AtProxy, Bound, Choice,
-                                      ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
+from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, AtProxy, Bound,
+                                      Choice, ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
                                       Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown, TextPrefix,
                                       as_view, iter_of, join, join_all)
 
@@ -1889,7 +1889,7 @@ class Interpreter:
         if a.vararg is not None:
             extra = args[len(positional):] if not (unknown_params or star) else None
             if extra is not None:
-                values[a.vararg.arg] = Seq(items=tuple(extra))
+                values[a.vararg.arg] = Seq(items=tuple(extra), origin=VARARGS)
             elif star and not unknown_params and star_at >= len(positional):
                 # `*refs` of unknown length: its first items are the known
                 # arguments before the unknown part, its last the ones after.

@@ -484,4 +484,7 @@ class StarUnknown(Value):
 
 
 STAR_UNKNOWN = StarUnknown()
+# The origin of the tuple a `*args` parameter holds: each item is one
+# positional argument of the call (tree_map(new_ref, args) relies on it).
+VARARGS = "the positional arguments of a call (*args)"
 

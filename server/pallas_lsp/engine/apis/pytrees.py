@@ -12,7 +12,8 @@ from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.apis.refs import NEW_REF
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
-from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, is_record, join_all
+from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, Instance, Partial, SeqOf,
+                                      is_record, join_all)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.interp import Frame, Interpreter
@@ -48,8 +49,10 @@ def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call)
     # `x_ref, o_ref = jax.tree.map(jax.new_ref, (x, out))`: the operands
     # written out one by one in the tuple are arrays (a subtree would be
     # handed over whole), so each becomes a Ref even when its value is unknown.
+    # So are a `*operands` parameter's items (`pl.kernel` look-alikes).
     written_out = isinstance(fn, Api) and fn.name in NEW_REF \
-        and isinstance(args[1].node, (ast.Tuple, ast.List))
+        and (isinstance(args[1].node, (ast.Tuple, ast.List))
+             or isinstance(trees[0], Seq) and trees[0].origin == VARARGS)
 
     def call(leaves: list[Value], one_leaf: bool = False) -> Value:
         if isinstance(fn, Api):
