@@ -121,7 +121,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
     status = _event_status(events)
     scope = interp.root.scope.vars
     funcs = _enclosing_functions(src.tree)
-    placed: list[tuple[ast.Call, int]] = []
+    gpu_kernels = _gpu_kernels(interp.events.launches)
     for node in syntax.walk(src.tree):
         if not isinstance(node, ast.Call):
             continue
@@ -139,21 +139,22 @@ def measure(src, interp, events: Events) -> FileCoverage:
             continue
         span = src.span(node)
         hit = status.get(id(node))
-        placed.append((node, len(cov.sites)))  # the site appended next
         if kind == "ref":
             reached = any(a.node is node and a.kernel_id for a in events.accesses)
-            cov.sites.append(Site(kind, t, span.line, span.col, reached, reached, [],
-                                  "" if reached else _why_unreached(node, funcs, interp)))
-            continue
-        if hit is None:
-            cov.sites.append(Site(kind, t, span.line, span.col, False, False, [],
-                                  _why_unreached(node, funcs, interp)))
+            site = Site(kind, t, span.line, span.col, reached, reached, [],
+                        "" if reached else _why_unreached(node, funcs, interp))
+        elif hit is None:
+            site = Site(kind, t, span.line, span.col, False, False, [],
+                        _why_unreached(node, funcs, interp))
         else:
             known, unknown, _, launched = hit
-            cov.sites.append(Site(kind, t, span.line, span.col, True, known, unknown,
-                                  ("" if launched else _NO_LAUNCH) if known else
-                                  "the engine reached it but could not tell what "
-                                  + ", ".join(f"`{r}`" for r in unknown) + " is", launched))
+            site = Site(kind, t, span.line, span.col, True, known, unknown,
+                        ("" if launched else _NO_LAUNCH) if known else
+                        "the engine reached it but could not tell what "
+                        + ", ".join(f"`{r}`" for r in unknown) + " is", launched)
+        if not site.known and gpu_kernels:
+            site.backend = _kernel_backend(node, funcs, gpu_kernels)
+        cov.sites.append(site)
     by_node: dict[int, LaunchSite] = {}
     for launch in interp.events.launches:  # a launch run in several variants counts once
         node = launch.node
@@ -185,8 +186,6 @@ def measure(src, interp, events: Events) -> FileCoverage:
         prev = per.get((span.line, span.col))
         if prev is None or (known and not prev[0]):
             per[(span.line, span.col)] = (known, unknown)
-    _mark_gpu_sites([(node, cov.sites[i]) for node, i in placed], funcs,
-                    interp.events.launches)
     cov.sites.sort(key=lambda s: (s.line, s.col))
     cov.launches.sort(key=lambda s: s.line)
     return cov
@@ -221,20 +220,21 @@ def _why_unreached(node, funcs, interp) -> str:
            f"engine did not enter)"
 
 
-def _mark_gpu_sites(pairs: list[tuple[ast.Call, Site]], funcs, launches) -> None:
-    """A site not known, written inside a kernel launched only for a GPU
-    backend (the innermost enclosing launched kernel decides), takes that
-    backend: the TPU rules do not judge it."""
-    kernels: dict[int, str] = {}
+def _gpu_kernels(launches) -> dict[int, str]:
+    """id(kernel def) -> backend, for the kernels launched only for a GPU
+    backend (Triton, Mosaic GPU), which the TPU rules do not judge."""
+    backends: dict[int, set] = {}
     for launch in launches:
-        node = launch.kernel_node
-        if node is not None and kernels.get(id(node)) != "tpu":
-            kernels[id(node)] = launch.backend
-    if all(b == "tpu" for b in kernels.values()):
-        return
-    for call, site in pairs:
-        func = funcs.get(id(call))
-        while func is not None and id(func) not in kernels:
-            func = funcs.get(id(func))
-        if func is not None and kernels[id(func)] != "tpu" and not site.known:
-            site.backend = kernels[id(func)]
+        if launch.kernel_node is not None:
+            backends.setdefault(id(launch.kernel_node), set()).add(launch.backend)
+    return {k: min(b) for k, b in backends.items() if "tpu" not in b}
+
+
+def _kernel_backend(call: ast.Call, funcs, gpu_kernels: dict[int, str]) -> str:
+    """The backend of the innermost GPU kernel written around `call`, else tpu."""
+    func = funcs.get(id(call))
+    while func is not None:
+        if id(func) in gpu_kernels:
+            return gpu_kernels[id(func)]
+        func = funcs.get(id(func))
+    return "tpu"

@@ -475,25 +475,26 @@ class PallasLanguageServer(LanguageServer):
         debounce as the file itself), and how its closed callers use it."""
         delay = self.settings.debounce_ms / 1000.0
 
-        async def recheck():
-            others = self.dependents(uri)
-            doc = self.documents.get(uri)
-            if others and doc is not None and doc.path:
-                await self.analyses.parse_edited(doc.path)  # they must read the new text
-            for other in others:
-                self.analyses.forget(other)
-                await self.publish(other)
-            doc = self.documents.get(uri)
-            if doc is not None and doc.path:
-                self.project_index.file_changed(doc.path, doc.text)
-
-        async def recheck_pulled():
+        async def fresh_dependents() -> list[str]:
+            """The open files that use this one, its new text parsed for them
+            (the edit path reads only parsed files: they must read this text)."""
             others = self.dependents(uri)
             doc = self.documents.get(uri)
             if others and doc is not None and doc.path:
                 await self.analyses.parse_edited(doc.path)
             for other in others:
                 self.analyses.forget(other)
+            return others
+
+        async def recheck():
+            for other in await fresh_dependents():
+                await self.publish(other)
+            doc = self.documents.get(uri)
+            if doc is not None and doc.path:
+                self.project_index.file_changed(doc.path, doc.text)
+
+        async def recheck_pulled():
+            await fresh_dependents()
             self.refresh()
 
         self.debouncer.schedule(uri + "#dependents", delay,
