@@ -56,7 +56,7 @@ local function main()
   local bufnr = vim.api.nvim_get_current_buf()
   local client_id = vim.lsp.start({
     name = "pallas-lsp",
-    cmd = { python, "-m", "pallas_lsp", "serve" },
+    cmd = { python, "-P", "-m", "pallas_lsp", "serve" },
     root_dir = vim.fn.fnamemodify(file, ":p:h"),
   })
   assert(client_id, "vim.lsp.start failed")

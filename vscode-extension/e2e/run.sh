@@ -139,6 +139,17 @@ chmod 700 "$XDG_RUNTIME_DIR" 2>/dev/null || mkdir -m 700 -p "$XDG_RUNTIME_DIR"
 cp "$KERNEL" "$WORKSPACE/buggy_kernel.py"
 cp "$REPO/tests/lsp/kernels/editor_kernel.py" "$WORKSPACE/tokens_kernel.py"  # semantic tokens
 printf '[project]\nname = "kernels"\nversion = "0"\n' >"$WORKSPACE/pyproject.toml"
+# Files an attacker would plant in a repository: each one that Python runs
+# appends its process's command line to $MARKER. Opening the folder must run
+# none of them; only the explicit run below (pallas_lsp.runs) may.
+MARKER=$RUN/hostile-ran.txt
+: >"$MARKER"
+mkdir -p "$WORKSPACE/pallas_lsp"
+for f in json.py logging.py typing.py pallas_lsp.py pallas_lsp/__init__.py sitecustomize.py usercustomize.py; do
+  sed "s|@MARKER@|$MARKER|" "$HERE/hostile_module.py" >"$WORKSPACE/$f"
+done
+printf 'import os; open(%s, "a").write(".pth ran in: " + open("/proc/self/cmdline").read().replace(chr(0), " ") + chr(10))\n' \
+  "'$MARKER'" >"$WORKSPACE/zz_hostile.pth"
 
 cat >"$USER_DATA/User/settings.json" <<EOF
 {
@@ -204,6 +215,10 @@ E2E_URL="http://127.0.0.1:$PORT/?folder=$WORKSPACE" E2E_CHROMIUM=$CHROMIUM E2E_O
 # the extension host's logs (the pallas-lsp output channel is among them)
 find "$USER_DATA/logs" -name '*pallas-lsp*' -exec cp {} "$OUT/" \; 2>/dev/null || true
 if [[ $rc -ne 0 ]]; then die "drive.cjs exited with $rc (screenshots and logs in $OUT)"; fi
+if grep -v 'pallas_lsp[.]runs' "$MARKER" >"$OUT/hostile-ran.txt"; then
+  die "a file of the workspace ran outside a run: $(cat "$OUT/hostile-ran.txt")"
+fi
+log "no file of the workspace ran outside the explicit run ($(grep -c . "$MARKER" || true) lines from the run)"
 if command -v pngquant >/dev/null; then  # optional: keeps the committed screenshots small
   for f in "$IMG"/vscode-*.png; do
     pngquant --force --skip-if-larger --strip --quality 60-90 --output "$f" -- "$f" || true

@@ -1,4 +1,4 @@
-// pallas-lsp for VS Code: starts `<python> -m pallas_lsp serve` and connects
+// pallas-lsp for VS Code: starts `<python> -P -m pallas_lsp serve` and connects
 // it with vscode-languageclient; adds the run commands, an output channel and
 // a status bar item.
 import * as readline from "node:readline";
@@ -15,11 +15,11 @@ import {
 import {
   installCommand,
   type Interpreter,
-  probe,
   pythonEnvironments,
   resolveInterpreter,
   shellCommand,
 } from "./interpreter";
+import { probe, removeNeutralCwd, serverCommand } from "./launch";
 import { SECTION, forServer, serverSettings } from "./settings";
 
 /** The server's workspace/executeCommand that runs a kernel. */
@@ -109,9 +109,10 @@ class Controller implements vscode.Disposable {
     for (const note of interpreter.notes) {
       this.output.info(note);
     }
-    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const env = { ...process.env };
-    const found = await probe(interpreter.command, env, cwd);
+    // Outside the workspace, with safe-path on (see launch.ts): opening a
+    // folder never imports its files.
+    const found = await probe(interpreter.command, env);
     if (found.kind === "no-python") {
       this.setStatus("error", `Cannot run the Python interpreter ${interpreter.command}`);
       this.output.error(`cannot run ${interpreter.command}: ${found.detail}`);
@@ -126,14 +127,10 @@ class Controller implements vscode.Disposable {
     }
     this.executable = found.executable;
     this.serverVersion = found.version;
-    const args = ["-m", "pallas_lsp", "serve"];
-    this.output.info(`starting pallas-lsp ${found.version}: ${shellCommand([found.executable, ...args])}`);
+    const spawn = serverCommand(found.executable, env);
+    this.output.info(`starting pallas-lsp ${found.version}: ${shellCommand([spawn.command, ...spawn.args])}`);
+    const serverOptions: ServerOptions = spawn;
 
-    const serverOptions: ServerOptions = {
-      command: found.executable,
-      args,
-      options: { cwd, env },
-    };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
         { scheme: "file", language: "python" },
@@ -431,4 +428,5 @@ export async function deactivate(): Promise<void> {
   if (ctl) {
     await ctl.stop();
   }
+  removeNeutralCwd();
 }

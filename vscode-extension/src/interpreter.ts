@@ -3,7 +3,6 @@
 // Order: the `pallas-lsp.interpreter` setting, else the interpreter selected
 // in the Python extension (ms-python.python, `environments` API) when that
 // extension is installed, else `python3` from PATH.
-import { execFile } from "node:child_process";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as vscode from "vscode";
@@ -114,38 +113,6 @@ export async function resolveInterpreter(resource?: vscode.Uri): Promise<Interpr
   }
   notes.push(`using ${DEFAULT_PYTHON} from PATH`);
   return { command: DEFAULT_PYTHON, source: "default", notes };
-}
-
-export type Probe =
-  | { kind: "ok"; version: string; executable: string }
-  | { kind: "not-installed"; executable: string; detail: string }
-  | { kind: "no-python"; detail: string };
-
-const PROBE = [
-  "import sys",
-  "sys.stdout.write(sys.executable + '\\n')",
-  "import pallas_lsp",
-  "sys.stdout.write(getattr(pallas_lsp, '__version__', '?'))",
-].join("; ");
-
-/** Runs `python -c "import pallas_lsp"` and says what happened. */
-export function probe(command: string, env: NodeJS.ProcessEnv, cwd?: string): Promise<Probe> {
-  return new Promise((resolve) => {
-    execFile(command, ["-c", PROBE], { env, cwd, timeout: 30_000, windowsHide: true },
-      (error, stdout, stderr) => {
-        const [executable = command, version = ""] = String(stdout).split("\n");
-        if (!error) {
-          resolve({ kind: "ok", version: version.trim(), executable: executable.trim() || command });
-          return;
-        }
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code === "ENOENT" || code === "EACCES" || !String(stdout).trim()) {
-          resolve({ kind: "no-python", detail: String(stderr).trim() || error.message });
-          return;
-        }
-        resolve({ kind: "not-installed", executable: executable.trim(), detail: String(stderr).trim() });
-      });
-  });
 }
 
 /** A shell-safe rendering of `argv` for messages and terminals. */

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from pallas_lsp.lsp.isolation import isolated
 from pallas_lsp.lsp.jedi_docs import ApiDoc
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def _probe(python: str) -> dict | None:
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         return _probe_here()
     try:
-        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True,
+        out = subprocess.run(**isolated(python, "-c", _PROBE), capture_output=True, text=True,
                              timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
         info = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -101,7 +102,7 @@ def _die_with_parent() -> None:
 def extract(python: str, timeout_s: float = EXTRACT_TIMEOUT_S) -> dict:
     """Run the extractor in `python` (raises RuntimeError with the reason)."""
     try:
-        out = subprocess.run([python, str(EXTRACT_SCRIPT)], capture_output=True, text=True,
+        out = subprocess.run(**isolated(python, str(EXTRACT_SCRIPT)), capture_output=True, text=True,
                              timeout=timeout_s, stdin=subprocess.DEVNULL,
                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     except (OSError, subprocess.SubprocessError) as exc:

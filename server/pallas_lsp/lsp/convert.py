@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from lsprotocol import types
 
 from pallas_lsp.engine.model import Edit, Fix, Span
 from pallas_lsp.lsp.client_features import ClientFeatures
+from pallas_lsp.lsp.isolation import isolated
 from pallas_lsp.lsp.positions import LineIndex
 from pallas_lsp.lsp.selection import Selected
 from pallas_lsp.lsp.settings import Settings
@@ -68,12 +68,12 @@ _LOCATE = ("import json\n"
 def warm_code_urls() -> None:
     """Find every code's raise site in the installed jax, in a child process:
     that parses big jax modules, and a parse holds the GIL for tens of
-    milliseconds at a time (a hover would wait). Isolated mode (`-I`): the
+    milliseconds at a time (a hover would wait). It is the server's own
+    Python, so isolated mode (`-I`) and a private working directory: the
     child never imports from the workspace. In-process if the child fails."""
     try:
-        out = subprocess.run([sys.executable, "-I", "-c", _LOCATE], capture_output=True,
-                             text=True, timeout=60, stdin=subprocess.DEVNULL,
-                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run(**isolated(sys.executable, "-I", "-c", _LOCATE), capture_output=True,
+                             text=True, timeout=60, stdin=subprocess.DEVNULL)
         for code, where in json.loads(out.stdout or "{}").items():
             _LOCATED[code] = (str(where[0]), int(where[1])) if where else None
     except (OSError, subprocess.SubprocessError, ValueError, TypeError, IndexError):
