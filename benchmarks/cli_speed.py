@@ -69,7 +69,7 @@ def main() -> None:
         base.pop("PYTHONDONTWRITEBYTECODE", None)
     env1 = dict(base, PALLAS_LSP_JOBS="1")
     env = {k: v for k, v in base.items() if k != "PALLAS_LSP_JOBS"}
-    subprocess.run([sys.executable, "-c", "import pallas_lsp.cli, pallas_lsp.checker"],
+    subprocess.run([sys.executable, "-c", "import pallas_lsp.cli, pallas_lsp.check.checker"],
                    env=env, check=False)  # writes the bytecode once
     check = [sys.executable, "-m", "pallas_lsp", "check", "--exit-zero",
              "--output-format", "concise"]

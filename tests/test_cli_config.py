@@ -85,7 +85,7 @@ def test_invalid_configuration_is_a_usage_error(tmp_path, toml, needle):
 
 def test_the_server_reads_the_same_table_leniently(tmp_path):
     """The language server keeps going: a warning per problem, the rest applies."""
-    from pallas_lsp.config import load_project_config
+    from pallas_lsp.check.config import load_project_config
     from pallas_lsp.lsp.selection import ProjectConfigs
 
     (tmp_path / "pyproject.toml").write_text(

@@ -146,7 +146,7 @@ def test_fix_on_stdin_writes_the_fixed_source_to_stdout(examples, tmp_path):
 
 def test_fix_skips_a_fix_whose_result_would_not_parse(tmp_path, monkeypatch):
     """The guard itself (no rule makes such a fix today): the file stays as it was."""
-    from pallas_lsp import checker, fixes
+    from pallas_lsp.check import checker, fixes
     from pallas_lsp.engine.model import Edit, Finding, Fix, Span
 
     path = tmp_path / "k.py"

@@ -77,7 +77,7 @@ def test_named_special_files(tmp_path):
 def _cli_with(tmp_path: Path, patch: str) -> subprocess.CompletedProcess:
     """The real CLI, with check_paths replaced by `patch` (a fault that cannot
     be produced from the outside on purpose)."""
-    code = ("import sys\nfrom pathlib import Path\nimport pallas_lsp.checker as checker\n"
+    code = ("import sys\nfrom pathlib import Path\nimport pallas_lsp.check.checker as checker\n"
             + patch + "\nfrom pallas_lsp.cli import main\n"
             'sys.exit(main(["check", "--output-format", "json", "."]))\n')
     env = dict(os.environ, PYTHONPATH=str(REPO / "server"))

@@ -128,7 +128,7 @@ def test_pre_commit_hooks_run_as_pre_commit_runs_them(tmp_path):
 
 
 def test_every_code_check_and_run_print_has_a_rule_page(tmp_path):
-    from pallas_lsp.codes import TOOL_CODES
+    from pallas_lsp.check.codes import TOOL_CODES
 
     for code in ("E999", "E902", "E001", "PAL900", "PAL901", "PAL902", "PAL903", "PAL103"):
         r = cli("rule", code.lower(), cwd=tmp_path)

@@ -110,12 +110,12 @@ def f(x, block):
 
 def test_shipped_lowering_table_matches_the_installed_jax():
     pytest.importorskip("jax")
-    from pallas_lsp import tpu_lowering_extract as ex
+    from pallas_lsp.extract import tpu_lowering as ex
 
     data = lowering_data()
     assert data["lowering"] == ex.lowering_table(), (
         "the installed jax's Pallas TPU lowering rules changed: run "
-        "`python -m pallas_lsp.tpu_lowering_extract --write`")
+        "`python -m pallas_lsp.extract.tpu_lowering --write`")
     import jax
 
     assert data["jax_version"] == jax.__version__

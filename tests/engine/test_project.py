@@ -6,7 +6,7 @@ import os
 import textwrap
 from pathlib import Path
 
-from pallas_lsp.checker import check_project
+from pallas_lsp.check.checker import check_project
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.project import Project
 

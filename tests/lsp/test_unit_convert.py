@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from pallas_lsp.config import ProjectConfig
+from pallas_lsp.check.config import ProjectConfig
 from pallas_lsp.engine.model import (Edit, Finding, Fix, NameInfo, Ref, Related, SemKind, Severity,
                                      Space, Span)
 from pallas_lsp.lsp import convert, hover, inlay, noqa_edit

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pallas_lsp.runs import ProfileError, TargetError, parse_target, resolve_profile, validate_profile
-from pallas_lsp.runs import _child
+from pallas_lsp.runs import _report
 from pallas_lsp.runs.mapping import PathMap, RaceParser, failure_diagnostic, race_diagnostics
 from pallas_lsp.runs.runner import (REPORT_MARKER, RunHandle, RunSpec, _rsync_argv, _ssh_base,
                                     prepare)
@@ -139,7 +139,7 @@ def test_tpu_template_substitutes_whole_elements(tmp_path):
 
 
 def test_marker_matches_the_child():
-    assert REPORT_MARKER == _child.MARKER
+    assert REPORT_MARKER == _report.MARKER
 
 
 # ---------------------------------------------------------------- targets
@@ -231,11 +231,11 @@ def test_jax_runtime_error_original_and_callback_frames(tmp_path):
     msg = ("INTERNAL: CpuCallback error calling callback: Traceback (most recent call last):\n"
            '  File "/jax/x.py", line 3, in get\n'
            "IndexError: Out-of-bounds read of (0 0 vmem 102): reading [5] but buffer has shape (4,).")
-    assert _child.original_of(msg) == {
+    assert _report.original_of(msg) == {
         "type": "IndexError",
         "message": "Out-of-bounds read of (0 0 vmem 102): reading [5] but buffer has shape (4,)."}
     f = {"type": "jax.errors.JaxRuntimeError", "message": msg,
-         "original": _child.original_of(msg), "nodeid": "t.py::test_k",
+         "original": _report.original_of(msg), "nodeid": "t.py::test_k",
          "frames": [{"file": str(tmp_path / "t.py"), "line": 1, "name": "test_k"}],
          "chain": [],
          "callback": [{"type": "IndexError", "message": "Out-of-bounds read of (0 0 vmem 102): "

@@ -4,7 +4,7 @@
 * `DEFAULT_SCOPED_VMEM`: the scoped VMEM limit a `pallas_call` gets when it
   sets no `vmem_limit_bytes`, measured by compiling growing kernels with
   libtpu 0.0.42 (jax 0.10.2) until the compiler refused them.
-* `data/tpu_lowering.json` (written by `python -m pallas_lsp.tpu_lowering_extract
+* `data/tpu_lowering.json` (written by `python -m pallas_lsp.extract.tpu_lowering
   --write`): the primitives each TPU core type can lower, and the jnp / lax
   functions that always bind one it cannot.
 """

@@ -1,7 +1,7 @@
 """Pallas API signatures and docstrings without jedi.
 
 The Pallas modules of the user's jax are imported once, in a subprocess
-(`api_docs_extract.py`, in the configured interpreter), and what they define
+(`extract/api_docs.py`, in the configured interpreter), and what they define
 is written to a JSON file in the user cache, keyed by jax's version and
 path. Later starts read that file (a few milliseconds, well under a MiB in
 memory); jax is never imported into the server, and jedi, which parses all
@@ -28,8 +28,8 @@ from pallas_lsp.lsp.jedi_docs import ApiDoc
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # bump with api_docs_extract.FORMAT
-EXTRACT_SCRIPT = Path(__file__).resolve().parent.parent / "api_docs_extract.py"
+FORMAT = 1  # bump with extract/api_docs.FORMAT
+EXTRACT_SCRIPT = Path(__file__).resolve().parent.parent / "extract" / "api_docs.py"
 EXTRACT_TIMEOUT_S = 180.0
 PROBE_TIMEOUT_S = 20.0
 CACHE_ENV = "PALLAS_LSP_CACHE_DIR"

@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -37,7 +37,9 @@ from pallas_lsp.lsp.documents import to_fs_path
 from pallas_lsp.lsp.positions import LineIndex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pallas_lsp.lsp.server import PallasLanguageServer
+    from pallas_lsp.lsp.client_features import ClientFeatures
+    from pallas_lsp.lsp.documents import DocumentStore
+    from pallas_lsp.lsp.settings import Settings
     from pallas_lsp.runs import RunDiagnostic, RunResult
 
 log = logging.getLogger(__name__)
@@ -139,10 +141,39 @@ class ActiveRun:
     started: float = field(default_factory=time.monotonic)
 
 
+class RunsHost(Protocol):
+    """What RunManager uses of the server (`lsp/server.py`'s PallasLanguageServer,
+    a pygls LanguageServer): its state, and the pygls calls it makes."""
+
+    settings: "Settings"
+    feats: "ClientFeatures"
+    documents: "DocumentStore"
+    initialized: bool
+    protocol: Any
+    workspace: Any
+    work_done_progress: Any
+
+    def root_path(self) -> str | None: ...
+
+    def schedule_diagnostics(self, uri: str, delay_s: float | None = None) -> None: ...
+
+    def _request_quietly(self, coro) -> None: ...
+
+    def window_show_message_request_async(self, params: types.ShowMessageRequestParams) -> Any: ...
+
+    def window_show_message(self, params: types.ShowMessageParams) -> None: ...
+
+    def window_log_message(self, params: types.LogMessageParams) -> None: ...
+
+    def workspace_diagnostic_refresh_async(self, params: None) -> Any: ...
+
+    def text_document_publish_diagnostics(self, params: types.PublishDiagnosticsParams) -> None: ...
+
+
 class RunManager:
     """One per server: the runs going on and the run diagnostics."""
 
-    def __init__(self, server: "PallasLanguageServer"):
+    def __init__(self, server: RunsHost):
         self.server = server
         self.runs: dict[int, ActiveRun] = {}
         self._next_id = 1

@@ -15,8 +15,8 @@ from pallas_lsp.lsp.settings import Settings
 log = logging.getLogger(__name__)
 
 try:
-    from pallas_lsp.config import load_project_config
-except ImportError:  # pragma: no cover - while pallas_lsp.config is being written
+    from pallas_lsp.check.config import load_project_config
+except ImportError:  # pragma: no cover - while pallas_lsp.check.config is being written
     load_project_config = None  # type: ignore[assignment]
 
 

@@ -10,8 +10,9 @@ Public API (what the LSP layer calls)::
     handle.cancel()            # kills the whole process group
     result = handle.result()   # RunResult: status, diagnostics, summary, ...
 
-This package is imported by the child process too (only `_child`, `launcher`
-and `pytest_plugin`), so everything else is loaded lazily.
+This package is imported by the child process too (only `launcher`,
+`pytest_plugin`, `_child`, `_report` and `_compile`, which import nothing else
+of pallas_lsp), so everything else is loaded lazily.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ Environment:
   PALLAS_LSP_COMPILE   comma-separated generations (`v5e,v6e`) or topology
                        names (`v5e:2x2`)
 
-Each compile is a record in `_child.REPORT["compiles"]`; the parent
+Each compile is a record in `_report.REPORT["compiles"]`; the parent
 (`compile_mapping.py`) turns failures into diagnostics and successes into
 summary lines.
 """
@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from pallas_lsp.runs import _child
+from pallas_lsp.runs import _report
 
 # generation -> a deviceless topology name that libtpu 0.0.42 accepts (measured)
 TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2"}
@@ -57,15 +57,15 @@ def install() -> None:
     gens = generations()
     if not gens or _orig_bind is not None:
         return
-    _child.REPORT["compile"] = {"generations": gens, "error": None}
-    _child.REPORT.setdefault("compiles", [])
+    _report.REPORT["compile"] = {"generations": gens, "error": None}
+    _report.REPORT.setdefault("compiles", [])
     if os.environ.get("PALLAS_LSP_INTERPRET") == "1":
         # Deviceless: keep libtpu from looking for TPU workers (a screenful of warnings).
         os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
     try:
         from jax._src.pallas import pallas_call as pc
     except Exception as e:  # noqa: BLE001
-        _child.REPORT["compile"]["error"] = f"jax is not importable: {e}"
+        _report.REPORT["compile"]["error"] = f"jax is not importable: {e}"
         return
     prim = pc.pallas_call_p
     _orig_bind = prim.bind
@@ -77,8 +77,8 @@ def install() -> None:
                 _compile_all(args, params, sys._getframe(1))
             except Exception as e:  # noqa: BLE001 - never break the user's run
                 with _lock:
-                    if not _child.REPORT["compile"]["error"]:
-                        _child.REPORT["compile"]["error"] = f"internal error: {e!r}"
+                    if not _report.REPORT["compile"]["error"]:
+                        _report.REPORT["compile"]["error"] = f"internal error: {e!r}"
             finally:
                 _guard.busy = False
         return _orig_bind(*args, **params)
@@ -131,8 +131,8 @@ def _compile_all(args, params, frame) -> None:
             return
         _seen.add(key)
     kernel = _kernel_src(params)
-    site = _child.stack_frames(frame)
-    cur = _child.REPORT.get("current") or {}
+    site = _report.stack_frames(frame)
+    cur = _report.REPORT.get("current") or {}
     lo_params = dict(params, interpret=False)
     num_prefetch = getattr(params.get("grid_mapping"), "num_index_operands", 0) or 0
 
@@ -147,7 +147,7 @@ def _compile_all(args, params, frame) -> None:
                "device_kind": None, "error": None}
         topo = _topology(gen)
         if isinstance(topo, Exception):
-            rec["setup_error"] = f"{gen}: {_child._type_name(topo)}: {topo}"
+            rec["setup_error"] = f"{gen}: {_report.type_name(topo)}: {topo}"
             _record(rec)
             continue
         dev = topo.devices[0]
@@ -157,8 +157,8 @@ def _compile_all(args, params, frame) -> None:
                                         weak_type=getattr(a, "weak_type", False)) for a in avals]
         # Said before compiling: if libtpu aborts the process, the report names the call.
         with _lock:
-            _child.REPORT["compiling"] = {k: rec[k] for k in ("gen", "kernel", "site", "nodeid")}
-        _child.write_report()
+            _report.REPORT["compiling"] = {k: rec[k] for k in ("gen", "kernel", "site", "nodeid")}
+        _report.write_report()
         t0 = time.monotonic()
         try:
             # Some lowering paths ask the default device for its kind: make it the TPU's.
@@ -166,7 +166,7 @@ def _compile_all(args, params, frame) -> None:
                 compiled = jax.jit(call).lower(*structs).compile()
         except Exception as e:  # noqa: BLE001 - this is what we are after
             rec["seconds"] = time.monotonic() - t0
-            rec["error"] = _child.describe_exception(e)
+            rec["error"] = _report.describe_exception(e)
             m = _UNIMPLEMENTED.search(str(e))
             if m:
                 rec["eqn_frames"] = _eqn_frames(params.get("jaxpr"), m.group(1))
@@ -202,14 +202,14 @@ def _eqn_frames(jaxpr, name: str) -> list:
     stops at jax's own function."""
     for eqn in getattr(jaxpr, "eqns", ()):
         if _contains(eqn, name):
-            return _child._source_info_frames(eqn.source_info)
+            return _report.source_info_frames(eqn.source_info)
     return []
 
 
 def _record(rec: dict) -> None:
     with _lock:
-        _child.REPORT["compiling"] = None
-        _child.REPORT.setdefault("compiles", []).append(rec)
+        _report.REPORT["compiling"] = None
+        _report.REPORT.setdefault("compiles", []).append(rec)
     status = "ok" if rec["ok"] else "FAILED"
     name = (rec.get("kernel") or {}).get("name") or "pallas_call"
     secs = f" in {rec['seconds']:.2f} s" if rec.get("seconds") is not None else ""
@@ -218,4 +218,4 @@ def _record(rec: dict) -> None:
               file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
-    _child.write_report()
+    _report.write_report()

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 from pallas_lsp.engine.model import Severity, Span
 from pallas_lsp.engine.tpu import fmt_bytes
-from pallas_lsp.runs.command import _display
-from pallas_lsp.runs.mapping import PathMap, _frame_span, _match, _user_frames
+from pallas_lsp.runs.mapping import PathMap, _frame_span, _match, _user_frames, cwd_relative
 from pallas_lsp.runs.model import RunDiagnostic, RunRelated
 
 CODE_COMPILE = "PAL903"  # a TPU compile error that no PAL4xx catalog entry names
@@ -452,7 +451,7 @@ def compile_summaries(records: list[dict], pm: PathMap) -> list[dict]:
             else:
                 shown = fmt_bytes(limit)
             text += f"; scoped VMEM {fmt_bytes(rec['vmem_used'])} of {shown}"
-        where = f"{_display(pm.display(path))}:{line}: " if path else ""  # as the CLI shows it
+        where = f"{cwd_relative(pm.display(path))}:{line}: " if path else ""  # as the CLI shows it
         key = (where, text)
         if key in seen:
             continue

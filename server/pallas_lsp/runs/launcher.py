@@ -6,14 +6,14 @@
 The script runs as `__main__` (runpy), with `sys.argv = [script, *ARGS]` and
 the script's folder first on sys.path, as `python script.py` would. pytest runs
 in this process with `-p pallas_lsp.runs.pytest_plugin`. What the child reports
-and how is set by environment variables: see `pallas_lsp.runs._child`.
+and how is set by environment variables: see `pallas_lsp.runs._child` and `_report`.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from pallas_lsp.runs import _child
+from pallas_lsp.runs import _child, _report
 
 USAGE = "usage: python -m pallas_lsp.runs.launcher (script.py [ARGS...] | --pytest [PYTEST ARGS...])"
 
@@ -22,11 +22,11 @@ def _run_script(script: str, args: list[str]) -> int:
     import runpy
     import traceback
 
-    _child.REPORT["kind"] = "script"
+    _report.REPORT["kind"] = "script"
     path = os.path.abspath(script)
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(path)
-    _child.set_current(script, path, 1)
+    _report.set_current(script, path, 1)
     code = 0
     try:
         runpy.run_path(path, run_name="__main__")
@@ -39,10 +39,10 @@ def _run_script(script: str, args: list[str]) -> int:
             print(e.code, file=sys.stderr)
             code = 1
     except BaseException as e:  # noqa: BLE001 - report everything, like the interpreter would
-        _child.record_failure(e, nodeid=script, when="script", test_path=path, test_line=1)
+        _report.record_failure(e, nodeid=script, when="script", test_path=path, test_line=1)
         traceback.print_exc()
         code = 1
-    _child.count_outcome("passed" if code == 0 else "failed")
+    _report.count_outcome("passed" if code == 0 else "failed")
     return code
 
 
@@ -51,10 +51,10 @@ def _run_pytest(args: list[str]) -> int:
         import pytest
     except ImportError as e:
         msg = f"pytest is not installed in {sys.executable} ({e})"
-        _child.REPORT["error"] = msg
+        _report.REPORT["error"] = msg
         print(f"pallas-lsp: {msg}", file=sys.stderr)
         return 4
-    _child.REPORT["kind"] = "pytest"
+    _report.REPORT["kind"] = "pytest"
     plugin = "pallas_lsp.runs.pytest_plugin"
     if plugin not in args:
         args = ["-p", plugin, *args]
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
         except Exception:  # noqa: BLE001
             pass
-    _child.finish(code)
+    _report.finish(code)
     return code
 
 

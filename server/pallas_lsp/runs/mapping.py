@@ -113,6 +113,16 @@ class PathMap:
         return Span(ln, c, ln, e)
 
 
+def cwd_relative(path: str) -> str:
+    """`path` as the command line shows it: relative to the current folder when
+    it is under it, else as given."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
 def _cp(text: str, byte_col: int) -> int:
     raw = text.encode("utf-8")
     return len(raw[:max(byte_col, 0)].decode("utf-8", errors="ignore"))

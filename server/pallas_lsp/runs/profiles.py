@@ -357,7 +357,7 @@ def _remote_dir(where: str, value: str) -> str:
 def load_profiles(root: str | os.PathLike) -> dict[str, dict]:
     """Raw `[tool.pallas-lsp.profiles]` tables from the pyproject.toml nearest
     to `root` (not validated)."""
-    from pallas_lsp.config import find_pyproject
+    from pallas_lsp.check.config import find_pyproject
 
     path = find_pyproject(Path(root))
     if path is None:
@@ -375,7 +375,7 @@ def load_profiles(root: str | os.PathLike) -> dict[str, dict]:
 def project_profiles(root: str | os.PathLike | None) -> tuple[dict[str, ProjectProfile], list[str]]:
     """The repository's profiles near `root`, and warnings (a table that tries
     to redefine a built-in profile is dropped)."""
-    from pallas_lsp.config import find_pyproject
+    from pallas_lsp.check.config import find_pyproject
 
     if root is None:
         return {}, []

@@ -16,13 +16,13 @@ os.environ.setdefault("PALLAS_LSP_INTERPRET", "1")
 if os.environ.get("PALLAS_LSP_INTERPRET") == "1":
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from pallas_lsp.runs import _child  # noqa: E402
+from pallas_lsp.runs import _child, _report  # noqa: E402
 
 _failed: set[str] = set()
 
 
 def pytest_configure(config):
-    _child.REPORT["kind"] = "pytest"
+    _report.REPORT["kind"] = "pytest"
     _child.setup()
 
 
@@ -34,7 +34,7 @@ def pytest_runtest_logstart(nodeid, location):
         line = None if location[1] is None else location[1] + 1
     except Exception:  # noqa: BLE001
         pass
-    _child.set_current(nodeid, path, line)
+    _report.set_current(nodeid, path, line)
 
 
 def _location(node):
@@ -57,7 +57,7 @@ def pytest_exception_interact(node, call, report):
     path, line = _location(node)
     nodeid = getattr(node, "nodeid", None)
     _failed.add(nodeid)
-    _child.record_failure(excinfo.value, nodeid=nodeid, when=call.when,
+    _report.record_failure(excinfo.value, nodeid=nodeid, when=call.when,
                           test_path=path, test_line=line)
 
 
@@ -66,21 +66,21 @@ def pytest_runtest_logreport(report):
         outcome = report.outcome
         if getattr(report, "wasxfail", None) is not None:
             outcome = "xfailed" if report.skipped else "xpassed"
-        _child.count_outcome(outcome)
+        _report.count_outcome(outcome)
     elif report.when == "teardown" and report.failed:
-        _child.count_outcome("error")
+        _report.count_outcome("error")
 
 
 def pytest_runtest_logfinish(nodeid, location):
     _child.reset_interpret_state(after_failure=nodeid in _failed)
-    _child.set_current(None)
+    _report.set_current(None)
 
 
 def pytest_collectreport(report):
     if report.failed:
-        _child.count_outcome("error")
+        _report.count_outcome("error")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    _child.write_report(final=True)  # the launcher writes it again with the exit code
+    _report.write_report(final=True)  # the launcher writes it again with the exit code

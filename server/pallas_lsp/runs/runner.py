@@ -34,7 +34,7 @@ from pallas_lsp.runs.target import (RunSpecError, Target, find_root, parse_targe
 OnOutput = Callable[[str, str], None]  # (stream "stdout" | "stderr", line without newline)
 DEFAULT_TIMEOUT = 300.0  # the editor's `runs.timeoutS` default too: one default
 RUNTIME_DIR = ".pallas-lsp/runtime"  # under the remote folder
-REPORT_MARKER = "@@pallas-lsp-report@@ "  # = _child.MARKER (not imported: _child is child-side)
+REPORT_MARKER = "@@pallas-lsp-report@@ "  # = _report.MARKER (not imported: _report is child-side)
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 _PYTEST_EXIT = {2: "pytest was interrupted", 3: "pytest had an internal error",
                 4: "pytest was given a bad option", 5: "no tests ran (nothing collected)"}

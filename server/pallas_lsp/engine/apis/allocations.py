@@ -7,41 +7,45 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import api, binding
+from pallas_lsp.engine import api
+from pallas_lsp.engine.binding.scratch import memory_alloc, sem_alloc
+from pallas_lsp.engine.binding.shapes import SQUEEZED, shape_dtype
+from pallas_lsp.engine.binding.specs import block_spec, grid_spec
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Const, Value
 from pallas_lsp.engine.values import UNKNOWN, SliceVal
 
 if TYPE_CHECKING:
-    from pallas_lsp.engine.interp import Frame, Interpreter
+    from pallas_lsp.engine.frames import Frame
+    from pallas_lsp.engine.host import Host
 
 DTYPES = {d: d for d in ("float32", "bfloat16", "float16", "float64", "int32", "int16",
                          "int8", "int64", "uint32", "uint8", "uint16", "bool_",
                          "float8_e4m3fn", "float8_e5m2", "int4")}
 
 
-def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
     if t == "BlockSpec":
-        return binding.block_spec(args, kwargs)
+        return block_spec(args, kwargs)
     if t in api.ALLOC_SPACES:
-        return binding.memory_alloc(t.split(".")[-1], args, kwargs)
+        return memory_alloc(t.split(".")[-1], args, kwargs)
     if t in api.SEM_TYPES:
-        return binding.sem_alloc(api.SEM_TYPES[t], args)
+        return sem_alloc(api.SEM_TYPES[t], args)
     if t in ("PrefetchScalarGridSpec", "GridSpec"):
-        return binding.grid_spec(args, kwargs)
+        return grid_spec(args, kwargs)
     if t in ("ds", "dslice", "Slice"):
         size = pick(args, kwargs, 1, "size")
         if size is not None and isinstance(size.value, Const) and isinstance(size.value.value, int):
             return SliceVal(size=size.value.value)
         return SliceVal()
     if t in ("Squeezed", "squeezed"):
-        return Const(value=binding.SQUEEZED)
+        return Const(value=SQUEEZED)
     if t in ("Blocked", "Element", "BoundedSlice"):
         size = pick(args, kwargs, 0, "block_size")
         return size.value if size is not None and isinstance(size.value, Const) else UNKNOWN
     if name == "jax.ShapeDtypeStruct":
-        return binding.shape_dtype(args, kwargs)
+        return shape_dtype(args, kwargs)
     if name.startswith("jnp.") and name[4:] in DTYPES:
         return Const(value=DTYPES[name[4:]])
     return None

@@ -12,17 +12,18 @@ from pallas_lsp.engine.model import Const, Descriptor, Value
 from pallas_lsp.engine.values import UNKNOWN
 
 if TYPE_CHECKING:
-    from pallas_lsp.engine.interp import Frame, Interpreter
+    from pallas_lsp.engine.frames import Frame
+    from pallas_lsp.engine.host import Host
 
 
-def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
     if t not in api.DMA_MAKERS:
         return None
     absent = Arg(None, UNKNOWN)
     remote = t in ("make_async_remote_copy", "async_remote_copy")
     call = DmaCall(
-        site=interp._site, id=len(interp.events.dmas), api=t, node=node,
+        site=host.active_site, id=len(host.events.dmas), api=t, node=node,
         src=pick(args, kwargs, 0, "src_ref") or absent,
         dst=pick(args, kwargs, 1, "dst_ref") or absent,
         sem=(pick(args, kwargs, 3, "recv_sem") if remote
@@ -38,7 +39,7 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
     if t == "sync_copy":
         call.sem = absent
         call.add = kwargs.get("add")
-    interp.events.dmas.append(call)
+    host.events.dmas.append(call)
     if t == "sync_copy":
         return Const(value=None)
     return Descriptor(origin=f"{t}(...) at line {node.lineno}", remote=remote,

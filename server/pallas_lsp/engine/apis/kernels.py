@@ -1,64 +1,69 @@
 """Kernels and pipelines: `pallas_call`, `pl.kernel`, `core_map`,
 `emit_pipeline`, `run_scoped` / `with_scoped`, `pl.when` / `pl.loop`
-decorators and `program_id`. Binding a kernel's parameters is binding.py's
+decorators and `program_id`. Binding a kernel's parameters is binding/'s
 job; this module only routes the calls there."""
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import binding
+from pallas_lsp.engine.binding.decorators import CoreMapDecorator, KernelDecorator, LoopDecorator, WhenDecorator, WithScoped
+from pallas_lsp.engine.binding.kernel import pl_kernel
+from pallas_lsp.engine.binding.pallas_call import PallasCallable, callable_kernel, pallas_call, run_kernel
+from pallas_lsp.engine.binding.pipeline import emit_pipeline
+from pallas_lsp.engine.binding.scratch import run_scoped
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Array, Func, Seq, Value
 from pallas_lsp.engine.values import UNKNOWN, Instance, ShapeDtype, StarUnknown, is_record
 
 if TYPE_CHECKING:
-    from pallas_lsp.engine.interp import Frame, Interpreter
+    from pallas_lsp.engine.frames import Frame
+    from pallas_lsp.engine.host import LaunchHost
 
 
-def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
     if t == "pallas_call":
-        return binding.pallas_call(interp, args, kwargs, node, frame)
+        return pallas_call(host, args, kwargs, node, frame)
     if t == "kernel":
-        body = binding.callable_kernel(interp, pick(args, kwargs, 0, "body"))
+        body = callable_kernel(host, pick(args, kwargs, 0, "body"))
         if body is not None and isinstance(body.value, Seq) and body.value.items \
                 and all(isinstance(b, Func) for b in body.value.items):
             # Several bodies (SparseCore: one per mesh), each bound alike.
             for one in body.value.items:
-                binding.pl_kernel(interp, one, kwargs, frame, node)
+                pl_kernel(host, one, kwargs, frame, node)
             return UNKNOWN
         if body is None or not isinstance(body.value, Func):
-            return binding.KernelDecorator(kwargs=tuple(kwargs.items()))
-        return binding.pl_kernel(interp, body.value, kwargs, frame, node)
+            return KernelDecorator(kwargs=tuple(kwargs.items()))
+        return pl_kernel(host, body.value, kwargs, frame, node)
     if t == "core_map":
-        return binding.CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
+        return CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
     if t == "run_scoped":
         body = pick(args, kwargs, 0, "f")
         if body is not None and isinstance(body.value, Func):
-            return binding.run_scoped(interp, body.value, args[1:], {
+            return run_scoped(host, body.value, args[1:], {
                 k: v for k, v in kwargs.items() if k not in ("f", "collective_axes")}, node, frame)
         return UNKNOWN
     if t == "with_scoped":
-        return binding.WithScoped(args=tuple(args), kwargs=tuple(
+        return WithScoped(args=tuple(args), kwargs=tuple(
             (k, a) for k, a in kwargs.items() if k != "collective_axes"))
     if t == "when":
-        return binding.WhenDecorator()
+        return WhenDecorator()
     if t == "loop":
-        return binding.LoopDecorator()
+        return LoopDecorator()
     if t == "emit_pipeline":
-        return binding.emit_pipeline(interp, args, kwargs, node, frame)
+        return emit_pipeline(host, args, kwargs, node, frame)
     if t in ("program_id", "num_programs"):
         return Array(origin=t)
     return None
 
 
-def invoke_pallas_callable(interp: Interpreter, pc: binding.PallasCallable, args: list[Arg],
+def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg],
                            frame: Frame) -> Value:
     """`pl.pallas_call(kernel, ...)(*operands)`: the kernel runs with as many
     operands as the call passes (unknown when one is a `*args` of unknown length)."""
-    interp.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
-    binding.run_kernel(interp, pc, len(args) if not any(
+    host.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
+    run_kernel(host, pc, len(args) if not any(
         isinstance(a.value, StarUnknown) for a in args) else None, frame)
     return outputs(pc.out_shape)
 

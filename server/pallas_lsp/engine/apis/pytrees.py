@@ -8,18 +8,19 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import syntax
-from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.apis.refs import NEW_REF
+from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, Instance, Partial, SeqOf,
                                       is_record, join_all)
 
 if TYPE_CHECKING:
-    from pallas_lsp.engine.interp import Frame, Interpreter
+    from pallas_lsp.engine.frames import Frame
+    from pallas_lsp.engine.host import Host
 
 
-def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
     if name == "dataclasses.replace" and args \
             and isinstance(args[0].value, Instance) and getattr(args[0].value.cls, "record", False):
@@ -29,7 +30,7 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
             new.attrs[k] = a.value
         return new
     if name in TREE_MAPS:
-        return tree_map(interp, args, frame, node)
+        return tree_map(host, args, frame, node)
     if name in TREE_LEAVES and args:
         return tree_leaves(args[0].value)
     if name in TREE_FLATTENS and args:
@@ -37,13 +38,13 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
     return None
 
 
-def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call) -> Value:
+def tree_map(host: Host, args: list[Arg], frame: Frame, node: ast.Call) -> Value:
     """`jax.tree.map(f, xs, *rest)`: `f` on each leaf of a known list,
     tuple or dict (`jax.tree.map(lambda d: d.start(), copies)`); `f` may
     be an API too (`tree_map(jax.new_ref, operands)`)."""
     if len(args) < 2 or not isinstance(args[0].value, (Func, Api)):
         for a in args:
-            interp.escape(a.value)
+            host.escape(a.value)
         return UNKNOWN
     fn, trees = args[0].value, [a.value for a in args[1:]]
     # `x_ref, o_ref = jax.tree.map(jax.new_ref, (x, out))`: the operands
@@ -62,13 +63,13 @@ def tree_map(interp: Interpreter, args: list[Arg], frame: Frame, node: ast.Call)
             # Otherwise an unknown leaf may be a whole subtree: no claim about it.
             if leaves[0] is UNKNOWN:
                 return UNKNOWN
-            return interp.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
-        return interp.call_func(fn, leaves, {}, frame)
+            return host.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
+        return host.call_func(fn, leaves, {}, frame)
 
     if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
             and not is_record(trees[0]):
         for t in trees:
-            interp.escape(t)
+            host.escape(t)
         return UNKNOWN
     return _walk(trees[0], trees[1:], 0, call)
 

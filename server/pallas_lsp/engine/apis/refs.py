@@ -7,23 +7,25 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import api, binding
+from pallas_lsp.engine import api
+from pallas_lsp.engine.binding.shapes import space_of
 from pallas_lsp.engine.events import Arg, RefAccess, RollCall, pick
 from pallas_lsp.engine.model import Array, Const, Ref, SemKind, Space, Value
 from pallas_lsp.engine.values import UNKNOWN
 
 if TYPE_CHECKING:
-    from pallas_lsp.engine.interp import Frame, Interpreter
+    from pallas_lsp.engine.frames import Frame
+    from pallas_lsp.engine.host import Host
 
 NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.empty_ref", "jax.experimental.mutable_array",
            "jax._src.core.mutable_array"}
 
 
-def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
     if name in NEW_REF:
         space = kwargs.get("memory_space")
-        where = Space.ANY if space is None else (binding.space_of(space.value) or Space.UNKNOWN)
+        where = Space.ANY if space is None else (space_of(space.value) or Space.UNKNOWN)
         x = args[0].value if args else UNKNOWN
         # `ShapeDtypeStruct((n,), pltpu.SemaphoreType.DMA.dtype)` in SEMAPHORE memory
         sem = _sem_dtype(args[0].node) if args and where == Space.SEMAPHORE else None
@@ -34,8 +36,8 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
         ref = pick(args, kwargs, 0, "ref")
         if ref is not None:
             val = pick(args, kwargs, 1, "val") if t == "store" else None
-            interp.events.accesses.append(RefAccess(
-                kernel_id=interp._kernel_id, site=interp._site, kind=t, node=node, ref=ref,
+            host.events.accesses.append(RefAccess(
+                kernel_id=host.active_kernel, site=host.active_site, kind=t, node=node, ref=ref,
                 value=val))
             if t == "load":
                 shape = ref.value.shape if isinstance(ref.value, Ref) else None
@@ -45,8 +47,8 @@ def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict
     if t == "roll":
         x = pick(args, kwargs, 0, "x")
         if x is not None:
-            interp.events.rolls.append(RollCall(
-                kernel_id=interp._kernel_id, site=interp._site, node=node, x=x,
+            host.events.rolls.append(RollCall(
+                kernel_id=host.active_kernel, site=host.active_site, node=node, x=x,
                 shift=pick(args, kwargs, 1, "shift"), axis=pick(args, kwargs, 2, "axis"),
                 stride=kwargs.get("stride"), stride_axis=kwargs.get("stride_axis")))
         return Array(origin="pltpu.roll", shape=getattr(x.value, "shape", None) if x else None)

@@ -11,16 +11,17 @@ from pallas_lsp.engine.events import Arg, SemOp, pick
 from pallas_lsp.engine.model import Array, Const, Ref, SemKind, Space, Value
 
 if TYPE_CHECKING:
-    from pallas_lsp.engine.interp import Frame, Interpreter
+    from pallas_lsp.engine.frames import Frame
+    from pallas_lsp.engine.host import Host
 
 
-def handle(interp: Interpreter, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
+def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
     if t in api.SEM_OPS:
         sem = pick(args, kwargs, 0, "sem_or_view")
         if sem is not None:
-            interp.events.sem_ops.append(SemOp(
-                site=interp._site, api=t, node=node, sem=sem, decrement=kwargs.get("decrement"),
+            host.events.sem_ops.append(SemOp(
+                site=host.active_site, api=t, node=node, sem=sem, decrement=kwargs.get("decrement"),
                 device_id=kwargs.get("device_id"), kernel_id=frame.kernel_id))
         return Array(origin=t) if t == "semaphore_read" else Const(value=None)
     if t == "get_barrier_semaphore":

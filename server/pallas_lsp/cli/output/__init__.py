@@ -60,7 +60,7 @@ def display_path(path: str | os.PathLike) -> str:
 
 def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Row]:
     """Rows of findings (per file, in position order) then of problems."""
-    from pallas_lsp.fixes import chosen_fix
+    from pallas_lsp.check.fixes import chosen_fix
 
     rows: list[Row] = []
     for item in checked:
@@ -93,7 +93,7 @@ def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Ro
 
 
 def render(fmt: str, rows: list[Row], **kw) -> str:
-    from pallas_lsp.output import machine, text
+    from pallas_lsp.cli.output import machine, text
 
     if fmt == "full":
         return text.full(rows, **kw)

@@ -1,51 +1,20 @@
-"""Command line: `pallas-lsp check`, `coverage`, `rule`, `run`, `serve`."""
+"""`pallas-lsp check`: its arguments, and files on disk -> the report (stdout, a
+file, or with --fix / --diff the fixed source and diffs), with its exit code."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-from pallas_lsp import __version__
-
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-EXIT_INTERNAL = 3  # `check`: pallas-lsp itself failed (a bug to report), never "findings"
+from pallas_lsp.cli._common import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE, err
+from pallas_lsp.cli.output import FORMATS
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors already
-        return int(exc.code or 0)
-    if args.command is None:
-        parser.print_help()
-        return EXIT_USAGE
-    try:
-        return args.func(args)
-    except BrokenPipeError:
-        try:  # nothing more reaches the reader; keep the interpreter's final flush quiet
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except OSError:
-            pass
-        return EXIT_CLEAN
-    except KeyboardInterrupt:
-        return 130
-
-
-def _parser() -> argparse.ArgumentParser:
-    from pallas_lsp.output import FORMATS
-
-    p = argparse.ArgumentParser(prog="pallas-lsp", description=(
-        "Find Ref / semaphore / DMA mistakes in JAX Pallas TPU kernels."))
-    p.add_argument("--version", action="version", version=f"pallas-lsp {__version__}")
-    sub = p.add_subparsers(dest="command")
-
-    c = sub.add_parser("check", help="check files and folders",
-                       description="Check files and folders as one project. Exit codes: 0 "
-                       "clean, 1 problems found (or, with --diff, files would change), 2 usage "
-                       "or configuration error, 3 pallas-lsp itself failed.")
+def add_arguments(c: argparse.ArgumentParser) -> None:
+    c.description = ("Check files and folders as one project. Exit codes: 0 "
+                     "clean, 1 problems found (or, with --diff, files would change), 2 usage "
+                     "or configuration error, 3 pallas-lsp itself failed.")
     c.add_argument("paths", nargs="*", default=["."],
                    help="files or folders (default: .); `-` reads the source from stdin")
     c.add_argument("--output-format", choices=FORMATS + ("text",), default=None,
@@ -97,48 +66,15 @@ def _parser() -> argparse.ArgumentParser:
                      help="print nothing; the exit code says it all")
     out.add_argument("-v", "--verbose", action="store_true",
                      help="say which files were skipped and why, and the configuration used")
-    c.set_defaults(func=_check)
-
-    v = sub.add_parser("coverage", help="how much of the kernels' code the engine sees")
-    v.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
-    v.add_argument("--output-format", choices=("text", "json"), default="text")
-    v.add_argument("--verbose", action="store_true", help="list known sites and bound kernels too")
-    v.add_argument("--no-config", action="store_true", help="ignore [tool.pallas-lsp] settings")
-    v.set_defaults(func=_coverage)
-
-    r = sub.add_parser("rule", help="explain a code (every code check and run can print)")
-    r.add_argument("code", nargs="?", help="e.g. PAL103, E999, PAL901")
-    r.add_argument("--all", action="store_true", help="every code")
-    r.add_argument("--output-format", choices=("text", "json"), default="text")
-    r.set_defaults(func=_rule)
-
-    u = sub.add_parser("run", help="run a kernel's test in TPU interpret mode (or on a TPU)")
-    from pallas_lsp.runs.command import add_arguments as _run_arguments
-    _run_arguments(u)
-    u.set_defaults(func=_run)
-
-    s = sub.add_parser("serve", help="run the language server")
-    s.add_argument("--stdio", action="store_true", help="use stdio (the default)")
-    s.add_argument("--tcp", metavar="HOST:PORT", default=None)
-    s.add_argument("--log-file", default=None)
-    s.set_defaults(func=_serve)
-    return p
 
 
 def _codes(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-def _err(message: str) -> None:
-    print(f"pallas-lsp: {message}", file=sys.stderr)
-
-
-# ---------------------------------------------------------------- check
-
-
-def _check(args) -> int:
-    from pallas_lsp.codes import SelectorError, normalise_selector
-    from pallas_lsp.config import ConfigError
+def main(args) -> int:
+    from pallas_lsp.check.codes import SelectorError, normalise_selector
+    from pallas_lsp.check.config import ConfigError
 
     try:
         select = [normalise_selector(s, "--select") for s in args.select] \
@@ -146,24 +82,24 @@ def _check(args) -> int:
         extend = [normalise_selector(s, "--extend-select") for s in args.extend_select or ()]
         ignore = [normalise_selector(s, "--ignore") for s in args.ignore or ()]
     except SelectorError as exc:
-        _err(str(exc))
+        err(str(exc))
         return EXIT_USAGE
     if args.fix_only:
         args.fix = True
     stdin = "-" in args.paths
     if stdin and len(args.paths) > 1:
-        _err("`-` (stdin) cannot be combined with other paths")
+        err("`-` (stdin) cannot be combined with other paths")
         return EXIT_USAGE
     if args.stdin_filename and not stdin:
         if args.paths != ["."]:
-            _err("--stdin-filename names the source read from stdin: give `-`, not paths")
+            err("--stdin-filename names the source read from stdin: give `-`, not paths")
             return EXIT_USAGE
         args.paths = ["-"]  # as in ruff: the name alone means stdin
         stdin = True
     try:
         return _check_run(args, select, extend, ignore, stdin)
     except ConfigError as exc:
-        _err(str(exc))
+        err(str(exc))
         return EXIT_USAGE
     except BrokenPipeError:  # `| head`: the reader is gone, not a failure of ours
         raise
@@ -171,14 +107,14 @@ def _check(args) -> int:
         import traceback
 
         traceback.print_exc()
-        _err(f"internal error ({type(exc).__name__}: {exc}); please report it")
+        err(f"internal error ({type(exc).__name__}: {exc}); please report it")
         return EXIT_INTERNAL
 
 
 def _check_run(args, select, extend, ignore, stdin: bool) -> int:
-    from pallas_lsp import checker, fixes
-    from pallas_lsp.output import TEXT_FORMATS, render, rows_for
-    from pallas_lsp.output.text import Style, statistics, summary
+    from pallas_lsp.check import checker, fixes
+    from pallas_lsp.cli.output import TEXT_FORMATS, render, rows_for
+    from pallas_lsp.cli.output.text import Style, statistics, summary
 
     options = checker.Options(select=select, extend_select=extend or None, ignore=ignore,
                               use_config=not args.no_config, force_exclude=args.force_exclude,
@@ -188,7 +124,7 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
         data = sys.stdin.buffer.read()
         text, problem = checker.decode(path, data)
         if problem is not None:
-            _err(f"{path}: {problem.message}")
+            err(f"{path}: {problem.message}")
             return EXIT_USAGE
         options.sources[os.path.realpath(path)] = text
         paths = [path]
@@ -207,7 +143,7 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     missing = [p for p in problems if p.kind == "missing"]
     if missing and len(missing) == len(paths):
         for p in missing:
-            _err(f"{p.path}: {p.message}")
+            err(f"{p.path}: {p.message}")
         return EXIT_USAGE
     if args.verbose:
         for note in options.notes:
@@ -220,7 +156,7 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
                 print(f"pallas-lsp: {why}", file=sys.stderr)
     elif run is not None:
         for why in run.skipped:
-            _err(why)
+            err(why)
 
     rows = rows_for(checked, problems, unsafe=args.unsafe_fixes)
     internal = any(p.kind == "internal" for p in problems)
@@ -291,7 +227,7 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
 def _output_format(args, paths, options) -> str:
     fmt = args.output_format or os.environ.get("PALLAS_LSP_OUTPUT_FORMAT")
     if fmt is None and options.use_config:
-        from pallas_lsp.checker import Configs
+        from pallas_lsp.check.checker import Configs
 
         first = paths[0] if paths else Path(".")
         folder = first if first.is_dir() else first.absolute().parent
@@ -300,18 +236,16 @@ def _output_format(args, paths, options) -> str:
         fmt = "full" if sys.stdout.isatty() else "concise"
     if fmt == "text":
         fmt = "concise"
-    from pallas_lsp.output import FORMATS
-
     if fmt not in FORMATS:
-        from pallas_lsp.config import ConfigError
+        from pallas_lsp.check.config import ConfigError
 
         raise ConfigError(f"PALLAS_LSP_OUTPUT_FORMAT={fmt!r}: not one of {', '.join(FORMATS)}")
     return fmt
 
 
 def _print_diffs(run, stdin: bool, paths) -> None:
-    from pallas_lsp import fixes
-    from pallas_lsp.output import display_path
+    from pallas_lsp.check import fixes
+    from pallas_lsp.cli.output import display_path
 
     for entry in run.files.values():
         label = str(paths[0]) if stdin else display_path(entry.path)
@@ -322,7 +256,7 @@ def _print_diffs(run, stdin: bool, paths) -> None:
 def _fixed_listing(run) -> str:
     from collections import Counter
 
-    from pallas_lsp.output import display_path
+    from pallas_lsp.cli.output import display_path
 
     lines = [f"Fixed {run.fixed_count} problem{'s' if run.fixed_count != 1 else ''}:"]
     for entry in run.files.values():
@@ -331,67 +265,3 @@ def _fixed_listing(run) -> str:
         for (code, message), n in sorted(counts.items()):
             lines.append(f"    {n} × {code} ({message})")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- coverage
-
-
-def _coverage(args) -> int:
-    from pallas_lsp.config import ConfigError
-    from pallas_lsp.coverage_report import run
-
-    try:
-        text, code = run([Path(p) for p in args.paths], args.output_format, args.verbose,
-                         use_config=not args.no_config)
-    except ConfigError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    print(text, file=sys.stderr if code else sys.stdout)
-    return code
-
-
-# ---------------------------------------------------------------- rule
-
-
-def _rule(args) -> int:
-    from pallas_lsp import catalog
-    from pallas_lsp.codes import TOOL_CODES
-
-    pages = dict(catalog.load())
-    pages.update(TOOL_CODES)
-    if args.all:
-        chosen = [pages[c] for c in sorted(pages)]
-    elif args.code:
-        entry = pages.get(args.code.strip().upper())
-        if entry is None:
-            _err(f"unknown code {args.code!r}; known: {', '.join(sorted(pages))}")
-            return EXIT_USAGE
-        chosen = [entry]
-    else:
-        print("pallas-lsp rule: give a CODE or --all", file=sys.stderr)
-        return EXIT_USAGE
-    if args.output_format == "json":
-        out = [e.to_dict() for e in chosen]
-        print(json.dumps(out if args.all else out[0], indent=2, ensure_ascii=False))
-    else:
-        print("\n\n".join(e.to_markdown() for e in chosen))
-    return EXIT_CLEAN
-
-
-# ---------------------------------------------------------------- run
-
-
-def _run(args) -> int:
-    from pallas_lsp.runs.command import main as run_main
-
-    return run_main(args)
-
-
-# ---------------------------------------------------------------- serve
-
-
-def _serve(args) -> int:
-    from pallas_lsp.lsp.server import run
-
-    run(tcp=args.tcp, log_file=args.log_file)
-    return EXIT_CLEAN

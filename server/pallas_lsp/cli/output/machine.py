@@ -6,7 +6,7 @@ import json
 import os
 
 from pallas_lsp import __version__
-from pallas_lsp.output import Loc, Row, display_path, uri
+from pallas_lsp.cli.output import Loc, Row, display_path, uri
 
 TOOL = "pallas-lsp"
 
@@ -119,7 +119,7 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note", "hint": 
 
 def _rule_descriptor(code: str) -> dict:
     from pallas_lsp import catalog
-    from pallas_lsp.codes import TOOL_CODES
+    from pallas_lsp.check.codes import TOOL_CODES
 
     entry = catalog.get(code)
     if entry is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pallas_lsp.output import Loc, Row, source_lines
+from pallas_lsp.cli.output import Loc, Row, source_lines
 
 
 class Style:
@@ -126,7 +126,7 @@ def _snippet(loc: Loc, cache: dict, style: Style, severity: str, width: int,
 
 def _fix_preview(row: Row, cache: dict, style: Style, width: int) -> list[str]:
     """The lines the fix changes, before (-) and after (+)."""
-    from pallas_lsp.fixes import _offset, offsets
+    from pallas_lsp.check.fixes import _offset, offsets
 
     lines = source_lines(row.loc.path, cache)
     if not lines or row.fix is None:
@@ -198,7 +198,7 @@ def summary(rows: list[Row], *, fixed: int = 0, fix_mode: bool = False, unsafe: 
 def statistics(rows: list[Row]) -> str:
     """Problems per code, most frequent first, with the rule's name."""
     from pallas_lsp import catalog
-    from pallas_lsp.codes import TOOL_CODES
+    from pallas_lsp.check.codes import TOOL_CODES
 
     def name(code: str) -> str:
         entry = catalog.get(code) or TOOL_CODES.get(code)

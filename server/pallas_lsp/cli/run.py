@@ -1,4 +1,5 @@
-"""`pallas-lsp run`: the command-line front end of pallas_lsp.runs."""
+"""`pallas-lsp run`: its arguments, and the command-line front end of pallas_lsp.runs
+(start a run, stream its output, print its diagnostics and summary)."""
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
     from pallas_lsp.runs.model import Status
     from pallas_lsp.runs.runner import RunSpec, start_run
     from pallas_lsp.runs.compile_mapping import parse_generations
+    from pallas_lsp.runs.mapping import cwd_relative
     from pallas_lsp.runs.target import RunSpecError
 
     def out(stream: str, line: str) -> None:
@@ -86,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         handle.cancel()
         result = handle.result()
-    rows = [d.to_row(_display(d.path)) for d in result.diagnostics]
+    rows = [d.to_row(cwd_relative(d.path)) for d in result.diagnostics]
     if args.output_format == "json":
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
@@ -98,11 +100,3 @@ def main(args: argparse.Namespace) -> int:
     print(result.summary, file=sys.stderr, flush=True)
     return {Status.PASSED: EXIT_PASSED, Status.FAILED: EXIT_FAILED, Status.ERROR: EXIT_USAGE,
             Status.TIMEOUT: EXIT_TIMEOUT, Status.CANCELLED: EXIT_CANCELLED}[result.status]
-
-
-def _display(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pallas_lsp.checker import check_project
+from pallas_lsp.check.checker import check_project
 
 
 @dataclass

@@ -8,12 +8,12 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pallas_lsp.config import ProjectConfig, find_pyproject, load_project_config
+from pallas_lsp.check.config import ProjectConfig, find_pyproject, load_project_config
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.analyze import MAX_BYTES
 from pallas_lsp.engine.model import Analysis, Finding
 from pallas_lsp.engine.project import Project
-from pallas_lsp.globs import GitIgnore, find_git_root
+from pallas_lsp.check.globs import GitIgnore, find_git_root
 
 
 @dataclass(frozen=True)

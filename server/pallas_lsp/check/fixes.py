@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pallas_lsp.checker import Checked, Options, Problem, check_project, read_bytes
+from pallas_lsp.check.checker import Checked, Options, Problem, check_project, read_bytes
 from pallas_lsp.engine.model import Finding, Fix
 from pallas_lsp.engine.source import parse
 

@@ -1,7 +1,7 @@
 """Build `engine/data/tpu_lowering.json` from the installed jax (imports jax).
 
-    python -m pallas_lsp.tpu_lowering_extract            # print the table
-    python -m pallas_lsp.tpu_lowering_extract --write    # rewrite the shipped file
+    python -m pallas_lsp.extract.tpu_lowering            # print the table
+    python -m pallas_lsp.extract.tpu_lowering --write    # rewrite the shipped file
 
 The engine never imports jax; it reads the file this writes:
 
@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "engine" / "data" / "tpu_lowering.json"
+DATA = Path(__file__).resolve().parents[1] / "engine" / "data" / "tpu_lowering.json"
 MODULES = (("jnp", "jax.numpy"), ("lax", "jax.lax"), ("jax.nn", "jax.nn"))
 # Higher-order primitives whose bodies are lowered by inlining: look inside.
 _SKIP = {"jnp": {"vectorize", "frompyfunc", "piecewise", "select", "apply_along_axis",

@@ -27,10 +27,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pallas_lsp.codes import SelectorError, normalise_selector, specificity
+from pallas_lsp.check.codes import SelectorError, normalise_selector, specificity
 from pallas_lsp.engine.model import Finding, Severity
 from pallas_lsp.engine.records import replace
-from pallas_lsp.globs import PatternSet
+from pallas_lsp.check.globs import PatternSet
 
 SEVERITIES = ("error", "warning", "info", "hint")
 OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")

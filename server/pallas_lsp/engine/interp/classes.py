@@ -1,0 +1,172 @@
+"""Definitions: `def` becomes a `Func` closed over its scope (decorators
+applied, Pallas ones run the body), `class` a `ClassVal` (plain classes,
+dataclasses, NamedTuples, BufferedRef subclasses, BlockSpec subclasses) or
+an enum of constants; `method_value` is attribute access on those classes
+(methods, static/class methods, properties)."""
+from __future__ import annotations
+
+import ast
+
+from pallas_lsp.engine import buffered
+from pallas_lsp.engine.apis import pytrees
+from pallas_lsp.engine.binding.decorators import Decorator
+from pallas_lsp.engine.binding.specs import SpecClass
+from pallas_lsp.engine.frames import Frame
+from pallas_lsp.engine.model import Api, Const, Func, Seq, Value
+from pallas_lsp.engine.values import UNKNOWN, ClassVal
+
+
+class DefinitionsMixin:
+    """`def` and `class` statements, and methods of the user's classes."""
+
+    def stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
+        func: Value = Func(node=node, scope=frame.scope)
+        if frame.scope is not self.module_scope:
+            self._closures.setdefault(id(node), func)
+        for dec in reversed(node.decorator_list):
+            func = self.apply_decorator(dec, func, frame)
+        frame.scope.vars[node.name] = func
+
+    stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def stmt_ClassDef(self, node: ast.ClassDef, frame: Frame) -> None:
+        """Plain classes, dataclasses and NamedTuples become ClassVals (kernels
+        keep descriptors and Refs in them); anything fancier stays Unknown."""
+        bases = [self.eval(b, frame) for b in node.bases]
+        if any(isinstance(b, Api) and b.name.split(".")[-1] in _ENUM_BASES for b in bases):
+            self._enum_class(node, frame)
+            return
+        decorators = [self.eval(d.func if isinstance(d, ast.Call) else d, frame)
+                      for d in node.decorator_list]
+        record = any(isinstance(d, Api) and d.name in ("dataclasses.dataclass", "dataclass")
+                     for d in decorators)
+        namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") for b in bases)
+        parents = [b for b in bases if isinstance(b, ClassVal)]
+        if any(isinstance(b, Api) and b.name == "pl.BlockSpec" for b in bases) \
+                and all(_harmless_base(b, n) or (isinstance(b, Api) and b.name == "pl.BlockSpec")
+                        for b, n in zip(bases, node.bases)) and not decorators:
+            init = next((s for s in node.body if isinstance(s, ast.FunctionDef)
+                         and s.name == "__init__"), None)
+            frame.scope.vars[node.name] = SpecClass(init=init, scope=frame.scope)
+            return
+        # A pltpu.BufferedRef subclass: its copy/wait overrides are what
+        # emit_pipeline calls, on buffers and semaphores jax allocates.
+        is_buffered = any(buffered.is_buffered_ref(b) for b in bases) \
+            or any(getattr(p, "buffered", False) for p in parents)
+        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n) or buffered.is_buffered_ref(b)
+                    for b, n in zip(bases, node.bases))
+        decorators = [d for d in decorators if not pytrees.pytree_registration(d)]
+        if node.keywords or not (plain or namedtuple) or (decorators and not record):
+            frame.scope.vars[node.name] = UNKNOWN
+            return
+        methods, fields, kinds, defaults, static, leaves = {}, [], {}, {}, set(), set()
+        for parent in parents:  # single inheritance from classes of this file
+            methods.update(parent.methods)
+            kinds.update(parent.kinds)
+            defaults.update(parent.defaults)
+            static |= parent.static
+            leaves |= parent.leaves
+            fields.extend(f for f in parent.fields if f not in fields)
+            record = record or parent.record
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef):
+                kind = self._method_kind(stmt, frame)
+                if kind is not None:
+                    methods[stmt.name] = stmt
+                    kinds[stmt.name] = kind
+                else:
+                    methods.pop(stmt.name, None)
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+                    and stmt.target.id not in fields:
+                fields.append(stmt.target.id)
+                if pytrees.array_annotation(stmt.annotation):
+                    leaves.add(stmt.target.id)
+                # `q_token: Callable | None = None`: a field the call may
+                # leave out (then `schedule.q_token is None` decides branches).
+                if stmt.value is not None and (record or namedtuple):
+                    if pytrees.static_field(stmt.value):
+                        static.add(stmt.target.id)
+                        continue
+                    v = self.eval(stmt.value, frame)
+                    if isinstance(v, Const):
+                        defaults[stmt.target.id] = v
+        cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
+        object.__setattr__(cls, "kinds", kinds)
+        object.__setattr__(cls, "defaults", defaults)
+        object.__setattr__(cls, "static", frozenset(static))
+        object.__setattr__(cls, "leaves", frozenset(leaves - static))
+        if is_buffered:
+            object.__setattr__(cls, "buffered", True)
+            for stmt in node.body:
+                if isinstance(stmt, ast.FunctionDef) and stmt.name in buffered.HOOKS \
+                        and kinds.get(stmt.name) == "method":
+                    self._buffered_methods[id(stmt)] = cls
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef) and kinds.get(stmt.name) in ("method", "class") \
+                    and id(stmt) not in self._buffered_methods:
+                self._method_class[id(stmt)] = cls
+        frame.scope.vars[node.name] = cls
+
+    def _enum_class(self, node: ast.ClassDef, frame: Frame) -> None:
+        """An Enum: its members are constants (flags like `weight_format ==
+        Format.FP4` then decide branches); the rest of the class is opaque."""
+        members = {}
+        for stmt in node.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+                [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else [])
+            for t in targets:
+                if isinstance(t, ast.Name) and not t.id.startswith("_"):
+                    members[t.id] = Const(value=f"{node.name}.{t.id}")
+        frame.scope.vars[node.name] = Seq(items=tuple(members.values()),
+                                          keys=tuple(members), origin=f"enum {node.name}")
+
+    def _method_kind(self, stmt: ast.FunctionDef, frame: Frame) -> str | None:
+        """method | static | class | property; None for decorators that run
+        or replace the function (Pallas decorators, property setters)."""
+        kind = "method"
+        for dec in stmt.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name == "staticmethod":
+                kind = "static"
+            elif name == "classmethod":
+                kind = "class"
+            elif name in ("property", "cached_property"):
+                kind = "property"
+            elif name in ("setter", "deleter", "overload", "abstractmethod"):
+                return None
+            elif isinstance(self.eval(dec, frame), Decorator):
+                return None
+            # Anything else (jax.named_scope, functools.cache, jax.jit, ...)
+            # leaves a function that behaves like the method when called.
+        return kind
+
+    def method_value(self, cls: ClassVal, name: str, obj: Value | None) -> Value | None:
+        """`obj.name` / `Class.name` for a method of one of the file's classes."""
+        node = cls.methods.get(name)
+        if node is None:
+            return None
+        kind = getattr(cls, "kinds", {}).get(name, "method")
+        if kind == "static":
+            return Func(node=node, scope=cls.scope)
+        if kind == "class":
+            return Func(node=node, scope=cls.scope, bound_args=(cls,))
+        if obj is None:
+            return Func(node=node, scope=cls.scope)
+        if kind == "property":
+            return self.call_func(Func(node=node, scope=cls.scope, bound_args=(obj,)), [], {},
+                                  self._property_frame)
+        return Func(node=node, scope=cls.scope, bound_args=(obj,))
+
+
+def _harmless_base(value: Value, node: ast.expr) -> bool:
+    """Bases that add no behaviour the engine would miss."""
+    if isinstance(node, ast.Name) and node.id == "object":
+        return True
+    if isinstance(node, ast.Subscript):  # Generic[T], Protocol[T]
+        node = node.value
+    name = value.name if isinstance(value, Api) else getattr(node, "id", getattr(node, "attr", ""))
+    return name.split(".")[-1] in ("ABC", "Generic", "Protocol")
+
+
+_ENUM_BASES = {"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"}
