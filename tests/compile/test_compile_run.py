@@ -131,3 +131,50 @@ def test_a_compiler_crash_is_a_diagnostic_on_the_call(tmp_path):
     (d,) = res.diagnostics
     assert d.code == "PAL903" and "crashed the process while compiling `pick_kernel`" in d.message
     assert "Check failed" in d.message and d.span.line == 11  # the pallas_call line
+
+
+HOLD_LIBTPU = """
+import os, sys, time
+os.environ["TPU_WORKER_HOSTNAMES"] = "localhost"
+from jax.experimental import topologies
+try:
+    topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2")
+except Exception as e:  # someone else holds the lock already: the same situation
+    if "lockfile" not in str(e):
+        raise
+print("holding", flush=True)
+sys.stdin.read()  # until the test closes it
+"""
+
+
+def test_compile_runs_share_libtpu_with_other_users(tmp_path):
+    """Another process has libtpu loaded the default way (it holds libtpu's
+    lock file: a test suite, a notebook); a compile run, and two of them at
+    once, still compile. They used to fail with "Internal error when accessing
+    libtpu multi-process lockfile" and a hint to install libtpu."""
+    env = {k: v for k, v in os.environ.items() if k != "ALLOW_MULTIPLE_LIBTPU_LOAD"}
+    env["JAX_PLATFORMS"] = "cpu"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LIBTPU], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        spec = RunSpec(target=str(SCRIPT), root=str(FIXTURES), compile_for=("v5e",), timeout=300,
+                       args=["pal402_no_lowering.ok_sort"])
+        handles = [start_run(spec), start_run(spec)]
+        for res in (h.result(300) for h in handles):
+            assert res.status is Status.PASSED, (res.summary, res.error)
+            assert res.compiles and "compiled for TPU v5e" in str(res.compiles[0])
+    finally:
+        holder.stdin.close()
+        holder.wait(60)
+
+
+def test_a_compile_setup_error_names_its_cause():
+    from pallas_lsp.runs.compile_mapping import setup_hint
+    lock = ('v5e: JaxRuntimeError: ABORTED: Internal error when accessing libtpu multi-process '
+            'lockfile. Run "$ sudo rm /tmp/libtpu_lockfile".')
+    hint = setup_hint(lock, [{"compile": {"libtpu": True}}])
+    assert "another process holds libtpu's lock" in hint and "pip install" not in hint
+    missing = "v5e: RuntimeError: Unable to initialize backend 'tpu'"
+    assert "pip install 'jax[tpu]'" in setup_hint(missing, [{"compile": {"libtpu": False}}])
+    assert setup_hint("v5e: ValueError: bad topology", [{"compile": {"libtpu": True}}]) == ""

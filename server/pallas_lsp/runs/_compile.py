@@ -18,6 +18,7 @@ summary lines.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
@@ -62,6 +63,12 @@ def install() -> None:
     if os.environ.get("PALLAS_LSP_INTERPRET") == "1":
         # Deviceless: keep libtpu from looking for TPU workers (a screenful of warnings).
         os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+        # and let it load beside other libtpu users (another compile run, a test
+        # suite): without this it takes /tmp/libtpu_lockfile and every other
+        # process fails. Safe here: no chip is opened, only compilers. Not on a
+        # real TPU run, where the lock keeps two processes off one chip.
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    _report.REPORT["compile"]["libtpu"] = importlib.util.find_spec("libtpu") is not None
     try:
         from jax._src.pallas import pallas_call as pc
     except Exception as e:  # noqa: BLE001

@@ -509,6 +509,21 @@ def _crash(rec: dict, pm: PathMap, fallback, tail: list[str]) -> RunDiagnostic |
                          test=nodeid)
 
 
+def setup_hint(problem: str, reports: list[dict]) -> str:
+    """What to do about a compile set-up error, named by its real cause: only
+    a missing libtpu gets the install hint (the child says whether libtpu is
+    importable); a lock held by another libtpu user is not a missing libtpu."""
+    low = problem.lower()
+    if "lockfile" in low or "lock file" in low:
+        return (" (another process holds libtpu's lock: a program on a real TPU, or one started"
+                " with ALLOW_MULTIPLE_LIBTPU_LOAD=0; compile runs without a TPU share libtpu with"
+                " each other. Let that process finish; deleting the lock file under it breaks it)")
+    installed = [(r.get("compile") or {}).get("libtpu") for r in reports]
+    if False in installed or "no module named 'libtpu'" in low:
+        return " (compiling for a TPU needs libtpu: pip install 'jax[tpu]')"
+    return ""
+
+
 def apply_compiles(res, reports: list[dict], pm: PathMap, fallback,
                    tail: list[str] | None = None) -> None:
     """Adds the compile failures to `res.diagnostics`, the successes to
@@ -536,8 +551,7 @@ def apply_compiles(res, reports: list[dict], pm: PathMap, fallback,
         return
     problem = error or setup
     if problem:
-        if "libtpu" in problem.lower() or "tpu" in problem.lower() and "backend" in problem.lower():
-            problem += " (compiling for a TPU needs libtpu: pip install 'jax[tpu]')"
+        problem += setup_hint(problem, reports)
         res.status = Status.ERROR
         res.error = res.error or f"could not compile for TPU: {problem}"
     elif diags and res.status is Status.PASSED:
