@@ -456,7 +456,7 @@ def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
     """Files outside the checked set that import a checked file: analyse
     them too (their findings are not reported, only what they reach in the
     checked files)."""
-    if not checked or not root.is_dir():
+    if not checked or not os.path.isdir(root):
         return
     if is_project:
         project.index([str(root)])
@@ -528,9 +528,9 @@ def _project_root(paths: list[Path]) -> tuple[Path, str]:
       is indexed for callers);
     - "folder": the folder given, or the file's folder (its own scripts)."""
     first = (paths[0] if paths else Path.cwd()).absolute()
-    if not first.exists():
+    if not os.path.exists(first):
         return Path.cwd(), "folder"
-    start = first if first.is_dir() else first.parent
+    start = first if os.path.isdir(first) else first.parent
     for folder in [start, *start.parents]:
         if folder.name in ("site-packages", "dist-packages"):
             return folder, "installed"
@@ -538,6 +538,6 @@ def _project_root(paths: list[Path]) -> tuple[Path, str]:
     if found is not None:
         return found.parent, "project"
     top = start
-    while (top / "__init__.py").is_file() and top.parent != top:
+    while os.path.isfile(top / "__init__.py") and top.parent != top:
         top = top.parent
-    return top, "project" if top != start or first.is_dir() else "folder"
+    return top, "project" if top != start or os.path.isdir(first) else "folder"

@@ -174,9 +174,9 @@ class ProjectConfig:
 
 def find_pyproject(start: Path) -> Path | None:
     start = start.resolve()
-    for d in [start] + list(start.parents) if start.is_dir() else list(start.parents):
+    for d in [start] + list(start.parents) if os.path.isdir(start) else list(start.parents):
         candidate = d / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # False, not an error, behind a folder we may not enter
             return candidate
     return None
 

@@ -9,8 +9,11 @@ text would not parse, or that does not parse to begin with, is not touched.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,13 +166,60 @@ def _load(path: Path, real: str, options: Options) -> FileFix | None:
 
 
 def write(entry: FileFix) -> None:
-    """Write in place (the same inode: links, permissions and owners stay)."""
+    """Replace the file with its fixed text, atomically: a temporary file in
+    the same folder, flushed to disk, given the file's permissions (and owner,
+    where allowed), then renamed over it. On any failure the file is left as
+    it was and OSError says why. A file with several hard links is written in
+    place instead (a rename would split it from its other names); a read-only
+    file is refused, as writing in place would be."""
     data = entry.text.encode("utf-8")
     if entry.bom:
         data = b"\xef\xbb\xbf" + data
-    with open(entry.real, "r+b") as fh:
-        fh.write(data)
-        fh.truncate()
+    real = entry.real
+    st = os.stat(real)
+    if not os.access(real, os.W_OK):
+        raise PermissionError(errno.EACCES, "the file is read-only", real)
+    if st.st_nlink > 1:
+        with open(real, "r+b") as fh:
+            fh.write(data)
+            fh.truncate()
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".pallas-lsp-fix",
+                               dir=os.path.dirname(real))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        if (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except OSError:
+                pass  # not allowed: the file becomes the user's, as an editor's save does
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_all(run: FixRun, options: Options) -> list[str]:
+    """Write every fixed file; a file that cannot be written keeps its text and
+    leaves the run (its fixes are not counted, and `options` reads it from disk
+    again). Returns one line per failure."""
+    failures = []
+    for real, entry in list(run.files.items()):
+        try:
+            write(entry)
+        except OSError as exc:
+            failures.append(f"cannot write the fixes to {entry.path}: "
+                            f"{exc.strerror or exc} (the file is unchanged)")
+            del run.files[real]
+            options.sources.pop(real, None)
+    return failures
 
 
 def unified_diff(entry: FileFix, label: str) -> str:

@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    if sys.stdout is None and args.command != "serve":  # started with stdout closed
+        from pallas_lsp.cli._common import err
+        err("standard output is closed: there is nowhere to write the report")
+        return EXIT_USAGE
     try:
         return args.func(args)
     except BrokenPipeError:

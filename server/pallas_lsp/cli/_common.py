@@ -8,4 +8,7 @@ EXIT_INTERNAL = 3  # `check`: pallas-lsp itself failed (a bug to report), never 
 
 
 def err(message: str) -> None:
-    print(f"pallas-lsp: {message}", file=sys.stderr)
+    try:
+        print(f"pallas-lsp: {message}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr closed: the exit code still says it
+        pass

@@ -134,9 +134,16 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     fmt = _output_format(args, paths, options)
     fixing = args.fix or args.diff
     run = None
+    write_failures: list[str] = []
     if fixing:
         run = fixes.run(paths, options, unsafe=args.unsafe_fixes)
         checked, problems = run.checked, run.problems
+        if args.fix and not args.diff and not stdin:
+            write_failures = fixes.write_all(run, options)
+            for line in write_failures:
+                err(line)
+            if write_failures:  # report what is on disk now, not what the fixes would give
+                checked, problems = checker.check_project(paths, options=options)
     else:
         checked, problems = checker.check_project(paths, options=options)
 
@@ -167,7 +174,11 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     report = sys.stdout
     if stdin and args.fix and not args.diff:
         report = sys.stderr
-    handle = open(args.output_file, "w", encoding="utf-8") if args.output_file else None
+    try:
+        handle = open(args.output_file, "w", encoding="utf-8") if args.output_file else None
+    except OSError as exc:
+        err(f"cannot write the report to {args.output_file}: {exc.strerror or exc}")
+        return EXIT_USAGE
     if handle is not None:
         report = handle
     style = Style.for_stream(report) if handle is None else Style(False)
@@ -190,9 +201,7 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
                 sys.stdout.write(entry.text if entry is not None else
                                  options.sources[os.path.realpath(paths[0])])
                 sys.stdout.flush()
-            else:
-                for entry in run.files.values():
-                    fixes.write(entry)
+            # (files were written above, before the report was made)
         if args.silent:
             pass
         elif args.fix_only:
@@ -212,9 +221,22 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
         if args.show_fixes and run is not None and fixed and not args.silent:
             print(_fixed_listing(run), file=report)
         report.flush()
-    finally:
         if handle is not None:
-            handle.close()
+            handle.close()  # a full disk shows here, as an OSError
+    except BrokenPipeError:
+        raise  # the reader left (`| head`): main() ends quietly, as Unix tools do
+    except OSError as exc:  # stdout unusable, a full disk
+        err(f"cannot write the report: {exc.strerror or exc}")
+        _quiet_stdout()
+        return EXIT_USAGE
+    finally:
+        if handle is not None and not handle.closed:
+            try:
+                handle.close()
+            except OSError:
+                pass
+    if write_failures:
+        return EXIT_USAGE  # said above, one line per file; the other files were fixed
     if internal:
         return EXIT_INTERNAL  # the other files were checked, but not all of them
     if args.exit_non_zero_on_fix and fixed:
@@ -224,13 +246,23 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     return EXIT_FINDINGS if rows else EXIT_CLEAN
 
 
+def _quiet_stdout() -> None:
+    """stdout failed: point it at /dev/null so that Python's own flush at exit
+    does not print a second, longer error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def _output_format(args, paths, options) -> str:
     fmt = args.output_format or os.environ.get("PALLAS_LSP_OUTPUT_FORMAT")
     if fmt is None and options.use_config:
         from pallas_lsp.check.checker import Configs
 
         first = paths[0] if paths else Path(".")
-        folder = first if first.is_dir() else first.absolute().parent
+        folder = first if os.path.isdir(first) else first.absolute().parent
         fmt = Configs(options).for_dir(os.path.abspath(folder)).output_format
     if fmt is None:
         fmt = "full" if sys.stdout.isatty() else "concise"
