@@ -406,6 +406,27 @@ async def test_bad_requests_are_error_responses(tmp_path):
             text_document=types.TextDocumentIdentifier(uri=uri))) in ([], ())
 
 
+async def test_command_arguments_are_validated_without_echoing_them(tmp_path):
+    """Hostile arguments are -32602 with a short message, never -32603 with a
+    traceback, and a huge value is never sent back."""
+    ws = workspace(tmp_path, **{"test_copy.py": BUGGY})
+    uri = (ws / "test_copy.py").as_uri()
+    huge = "file:///" + "a" * 100_000
+    async with start_session("visual-studio-code", init_options=ZERO, root=ws) as s:
+        cases = [(CANCEL, {"uri": 5}), (CANCEL, {"uri": uri + "\x00x"}), (CANCEL, {"uri": huge}),
+                 (CANCEL, {"uri": uri, "other": 1}), (CANCEL, [uri]),
+                 (RUN, {"uri": 5}), (RUN, {"uri": uri + "\x00x"}), (RUN, {"uri": huge}),
+                 (RUN, {"uri": uri, "mode": "m" * 100_000}), (RUN, {"uri": uri, "target": huge}),
+                 (RUN, {"uri": uri, "k" * 100_000: 1})]
+        for command, arg in cases:
+            with pytest.raises(JsonRpcException) as err:
+                await execute(s, command, arg)
+            assert err.value.code == types.ErrorCodes.InvalidParams, (command, str(arg)[:80])
+            assert len(err.value.message) < 400, (command, err.value.message[:200])
+            assert "Traceback" not in err.value.message
+        assert as_dict(await execute(s, CANCEL, {"uri": uri}))["cancelled"] == 0  # still serving
+
+
 # ---------------------------------------------------------------- run on save
 
 

@@ -69,6 +69,26 @@ class RunRequest:
     compile: tuple = ()  # TPU generations to compile every pallas_call for
 
 
+MAX_URI = 8192  # longer is no file of a workspace; refused without echoing it
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A value for an error message: never the whole of a huge input."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
+def check_uri(uri: Any, command: str) -> str:
+    """A command's `uri` argument, validated (raises RunArgsError)."""
+    if not isinstance(uri, str) or not uri:
+        raise RunArgsError(f"{command}: `uri` (a file URI) is required, got {type(uri).__name__}")
+    if len(uri) > MAX_URI:
+        raise RunArgsError(f"{command}: `uri` is {len(uri):,} characters long (at most {MAX_URI:,})")
+    if "\x00" in uri:
+        raise RunArgsError(f"{command}: `uri` holds a NUL character")
+    return uri
+
+
 def parse_run_args(args: Any) -> RunRequest:
     """The one argument object of `pallas-lsp.run` (raises RunArgsError)."""
     if isinstance(args, (list, tuple)):
@@ -80,16 +100,18 @@ def parse_run_args(args: Any) -> RunRequest:
         raise RunArgsError(f"{RUN_COMMAND}: the argument must be an object, got {type(args).__name__}")
     unknown = set(args) - {"uri", "target", "mode", "races", "profile", "kind", "compile"}
     if unknown:
-        raise RunArgsError(f"{RUN_COMMAND}: unknown argument(s) {', '.join(sorted(unknown))}")
-    uri = args.get("uri")
-    if not isinstance(uri, str) or not uri:
-        raise RunArgsError(f"{RUN_COMMAND}: `uri` (a file URI) is required")
+        names = sorted(_short(k, 40) for k in unknown)
+        raise RunArgsError(f"{RUN_COMMAND}: unknown argument(s) {', '.join(names[:5])}"
+                           + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
+    uri = check_uri(args.get("uri"), RUN_COMMAND)
     target = args.get("target")
-    if target is not None and not isinstance(target, str):
-        raise RunArgsError(f"{RUN_COMMAND}: `target` must be a string or null")
+    if target is not None and (not isinstance(target, str) or len(target) > MAX_URI
+                               or "\x00" in target):
+        raise RunArgsError(f"{RUN_COMMAND}: `target` must be a string (at most {MAX_URI:,} "
+                           "characters, no NUL) or null")
     mode = args.get("mode")
     if mode is not None and mode not in ("interpret", "tpu"):
-        raise RunArgsError(f'{RUN_COMMAND}: `mode` must be "interpret" or "tpu", got {mode!r}')
+        raise RunArgsError(f'{RUN_COMMAND}: `mode` must be "interpret" or "tpu", got {_short(mode)}')
     races = args.get("races", False)
     if races is None:
         races = False
@@ -266,12 +288,17 @@ class RunManager:
         uri = None
         if args:
             arg = args[0] if len(args) == 1 else None
-            if isinstance(arg, dict):
+            if isinstance(arg, dict) and set(arg) <= {"uri"}:
                 uri = arg.get("uri")
             elif isinstance(arg, str):
                 uri = arg
-            elif arg is not None:
+            elif arg is not None or len(args) > 1:
                 raise JsonRpcInvalidParams(message=f'{CANCEL_COMMAND} takes {{"uri": ...}} or nothing')
+            if uri is not None:
+                try:
+                    uri = check_uri(uri, CANCEL_COMMAND)
+                except RunArgsError as exc:
+                    raise JsonRpcInvalidParams(message=str(exc)) from None
         return {"cancelled": self.cancel(uri)}
 
     # ------------------------------------------------------------ runs
@@ -284,11 +311,11 @@ class RunManager:
 
         path = to_fs_path(req.uri) if req.uri.startswith("file:") else None
         if not path:
-            raise TargetError(f"{req.uri}: only file URIs can be run")
+            raise TargetError(f"{_short(req.uri)}: only file URIs can be run")
         roots = self.allowed_roots()
         cwd = _folder_of(path, roots)
         if cwd is None:
-            raise TargetError(f"{path} is not inside a workspace folder; pallas-lsp runs only "
+            raise TargetError(f"{_short(path, 200)} is not inside a workspace folder; pallas-lsp runs only "
                               "files of the open workspace (pallas-lsp.runs.allowedRoots in "
                               "your settings allows more folders)")
         target = req.target
