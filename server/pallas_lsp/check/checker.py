@@ -13,6 +13,7 @@ from pallas_lsp.engine import analyze
 from pallas_lsp.engine.analyze import MAX_BYTES
 from pallas_lsp.engine.model import Analysis, Finding
 from pallas_lsp.engine.project import Project
+from pallas_lsp.engine.source import decode_bytes
 from pallas_lsp.check.globs import GitIgnore, find_git_root
 
 
@@ -236,10 +237,14 @@ def read_bytes(path: Path) -> tuple[bytes | None, Problem | None]:
 
 def decode(path: Path, data: bytes) -> tuple[str | None, Problem | None]:
     try:
-        text = data.decode("utf-8-sig")
+        text = decode_bytes(data)  # PEP 263: a coding cookie is honoured, as Python does
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
-        return None, Problem(path, "decode", f"not valid UTF-8 (byte {exc.start}): skipped", line)
+        name = "UTF-8" if exc.encoding.lower().replace("_", "-") in ("utf-8", "utf8") else exc.encoding
+        return None, Problem(path, "decode", f"not valid {name} (byte {exc.start}): skipped", line)
+    except LookupError as exc:
+        return None, Problem(path, "decode", f"unknown encoding in the coding cookie ({exc}): "
+                             "skipped", 1)
     if len(text) > MAX_BYTES:
         return None, _too_large(path, f"{len(text):,} characters")
     return text, None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pallas_lsp.check.checker import Checked, Options, Problem, check_project, read_bytes
 from pallas_lsp.engine.model import Finding, Fix
-from pallas_lsp.engine.source import parse
+from pallas_lsp.engine.source import cookie_encoding, parse
 
 MAX_PASSES = 4
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the engine's line model (source.parse)
@@ -33,6 +33,7 @@ class FileFix:
     text: str  # fixed so far
     bom: bool = False
     fixed: list[Finding] = field(default_factory=list)  # findings whose fix was applied
+    encoding: str | None = None  # a PEP 263 cookie's (None: UTF-8)
 
 
 @dataclass
@@ -158,11 +159,12 @@ def _load(path: Path, real: str, options: Options) -> FileFix | None:
     if data is None:
         return None
     bom = data.startswith(b"\xef\xbb\xbf")
+    encoding = None if bom else cookie_encoding(data)
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
+        text = data.decode(encoding or "utf-8-sig")
+    except (UnicodeDecodeError, LookupError):
         return None
-    return FileFix(path, real, text, text, bom)
+    return FileFix(path, real, text, text, bom, encoding=encoding)
 
 
 def write(entry: FileFix) -> None:
@@ -172,7 +174,10 @@ def write(entry: FileFix) -> None:
     it was and OSError says why. A file with several hard links is written in
     place instead (a rename would split it from its other names); a read-only
     file is refused, as writing in place would be."""
-    data = entry.text.encode("utf-8")
+    try:
+        data = entry.text.encode(entry.encoding or "utf-8")
+    except UnicodeEncodeError as exc:  # a fix brought a character the cookie's encoding lacks
+        raise OSError(errno.EILSEQ, f"the fixed text cannot be written as {entry.encoding}") from exc
     if entry.bom:
         data = b"\xef\xbb\xbf" + data
     real = entry.real

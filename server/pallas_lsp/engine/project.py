@@ -20,7 +20,7 @@ import threading
 from typing import Callable, Iterable
 
 from pallas_lsp.engine import syntax
-from pallas_lsp.engine.source import Source, parse
+from pallas_lsp.engine.source import Source, decode_bytes, parse
 
 # Top-level modules that are never the user's code (saves resolving them).
 LIBRARY_ROOTS = frozenset({
@@ -63,8 +63,8 @@ def _read_disk(path: str) -> str | None:
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
             return None
         with open(path, "rb") as fh:
-            return fh.read().decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError):
+            return decode_bytes(fh.read())
+    except (OSError, UnicodeDecodeError, LookupError):
         return None
 
 

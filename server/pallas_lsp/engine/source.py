@@ -164,3 +164,27 @@ def _blank_brackets(chars: list[str], start: int) -> None:
             chars[i] = " "
         if depth == 0:
             return
+
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def cookie_encoding(data: bytes) -> str | None:
+    """The encoding a `# -*- coding: NAME -*-` cookie on one of the first two
+    lines declares (PEP 263), or None."""
+    for i, line in enumerate(data.split(b"\n", 2)[:2]):
+        m = _COOKIE.match(line)
+        if m is not None:
+            return m.group(1).decode("ascii")
+        if i == 0 and line.strip() and not line.lstrip().startswith(b"#"):
+            return None  # code on the first line: a cookie on the second does not count
+    return None
+
+
+def decode_bytes(data: bytes) -> str:
+    """A Python file's text, decoded as Python does (PEP 263): a UTF-8 BOM, else
+    the encoding of a coding cookie, else UTF-8. Raises UnicodeDecodeError (or
+    LookupError for an unknown encoding)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data.decode("utf-8-sig")
+    return data.decode(cookie_encoding(data) or "utf-8")
