@@ -109,6 +109,41 @@ async def test_open_helper_gets_findings_from_closed_callers(tmp_path):
                    for r in d.related_information)
 
 
+@pytest.mark.parametrize("notify", [True, False])
+async def test_a_closed_callers_finding_goes_when_the_caller_is_deleted_or_fixed(tmp_path, notify):
+    """The caller is deleted (then, recreated fixed) on disk, outside the
+    editor: with workspace/didChangeWatchedFiles the helper's PAL103 goes at
+    once; without it (a client that does not watch files), at the helper's
+    next analysis."""
+    helper = tmp_path / "helpers.py"
+    helper.write_text(textwrap.dedent(HELPER), encoding="utf-8")
+    main = tmp_path / "main.py"
+    main.write_text(MAIN, encoding="utf-8")
+    async with start_session("visual-studio-code", root=tmp_path,
+                             init_options={"diagnostics": {"debounceMs": 0}}) as s:
+        s.open(helper.as_uri(), textwrap.dedent(HELPER))
+        await _until(s, helper.as_uri(), "PAL103", [5])
+
+        def changed(kind):
+            if notify:
+                s.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+                    changes=[types.FileEvent(uri=main.as_uri(), type=kind)]))
+            else:  # nothing tells the server: the helper's next analysis notices
+                s.replace_all(helper.as_uri(), textwrap.dedent(HELPER) + "\n# edited\n")
+
+        main.unlink()
+        changed(types.FileChangeType.Deleted)
+        await _until(s, helper.as_uri(), "PAL103", [])
+        if notify:  # the caller comes back, buggy, then fixed: followed each time
+            main.write_text(MAIN, encoding="utf-8")
+            changed(types.FileChangeType.Created)
+            await _until(s, helper.as_uri(), "PAL103", [5])
+            main.write_text(MAIN.replace("copy_in(x_hbm, o_hbm, sems)",
+                                         "copy_in(x_hbm, o_hbm, sems.at[0])"), encoding="utf-8")
+            changed(types.FileChangeType.Changed)
+            await _until(s, helper.as_uri(), "PAL103", [])
+
+
 def _helper_and_correct_caller(tmp_path):
     """helpers.py (correct) and main.py calling it correctly, on disk."""
     helper = tmp_path / "helpers.py"

@@ -712,11 +712,13 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             registrations.append(types.Registration(
                 id=str(uuid.uuid4()), method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
                 register_options=types.DidChangeConfigurationRegistrationOptions(section=SECTION)))
-        if ls.feats.watched_files:  # re-read [tool.pallas-lsp] when a pyproject.toml changes
+        if ls.feats.watched_files:  # re-read [tool.pallas-lsp] when a pyproject.toml changes,
+            # and follow Python files changed or deleted outside the editor
             registrations.append(types.Registration(
                 id=str(uuid.uuid4()), method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[
-                    types.FileSystemWatcher(glob_pattern="**/pyproject.toml")])))
+                    types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                    types.FileSystemWatcher(glob_pattern="**/*.py")])))
         if registrations:
             try:
                 await ls.client_register_capability_async(
@@ -797,6 +799,14 @@ def create_server(analyzer=None) -> PallasLanguageServer:
             ls.projects.invalidate()
             ls.settings_generation += 1
             ls.refresh()
+        for change in params.changes[:10_000]:  # a checkout of a branch: bounded
+            if not change.uri.endswith(".py") or ls.documents.get(change.uri) is not None:
+                continue  # an open file's buffer speaks for it, not its disk
+            try:
+                path = to_fs_path(change.uri) if change.uri.startswith("file:") else None
+            except Exception:  # a malformed URI: nothing of ours
+                path = None
+            ls.project_index.disk_changed(path, deleted=change.type == types.FileChangeType.Deleted)
 
     # ---------------------------------------------------------- pull diagnostics
 

@@ -113,6 +113,13 @@ class WorkspaceIndex:
             return
         self._submit(("update", path), self._update, self.project, path, text)
 
+    def disk_changed(self, path: str | None, deleted: bool) -> None:
+        """A file changed on disk outside the editor (watched files): forget a
+        deleted file and what it reported into others; re-check, against the
+        new text, the files a changed one calls into."""
+        if path:
+            self._submit(("disk", path, deleted), self._disk_changed, self.project, path, deleted)
+
     def refresh_callers(self, path: str | None) -> None:
         if path:
             self._submit(("callers", path), self._callers, self.project, path)
@@ -142,8 +149,10 @@ class WorkspaceIndex:
             return []
         with self._lock:
             per = dict(self._from_callers.get(self.project.realpath(path), {}))
-        # A caller opened since: its own analysis (its buffer) speaks for it.
-        return [f for caller, found in per.items() if not self._is_open(caller) for f in found]
+        # A caller opened since: its own analysis (its buffer) speaks for it. A
+        # caller deleted since (a client that does not watch files): gone.
+        return [f for caller, found in per.items()
+                if not self._is_open(caller) and os.path.exists(caller) for f in found]
 
     # ------------------------------------------------------------ background work
 
@@ -184,6 +193,27 @@ class WorkspaceIndex:
         if self.indexed.is_set() and (project.importers(real, limit=1)
                                       or real in self._from_callers):
             self._callers(project, path)
+
+    def _disk_changed(self, project: Project, path: str, deleted: bool) -> None:
+        real = os.path.realpath(path)
+        targets = set(project.imports.get(real, ()))
+        with self._lock:  # the files this one reported into, as a caller
+            targets |= {t for t, per in self._from_callers.items() if real in per}
+            targets |= {t for t, per in self._launches_from.items() if real in per}
+        if deleted:
+            project.remove(real)
+            with self._lock:
+                for table in (self._from_callers, self._launches_from):
+                    table.pop(real, None)
+                    for per in table.values():
+                        per.pop(real, None)
+                self._kernel_files.pop(real, None)
+            self._on_change(set(targets) | {real})
+        else:
+            self._update(project, path, None)
+            targets |= set(project.imports.get(real, ()))  # what the new text imports
+        for target in targets:
+            self._callers(project, target)
 
     def _callers(self, project: Project, path: str) -> None:
         """Analyse the closed files that import `path` (nearest first) and
