@@ -178,3 +178,63 @@ def test_a_compile_setup_error_names_its_cause():
     missing = "v5e: RuntimeError: Unable to initialize backend 'tpu'"
     assert "pip install 'jax[tpu]'" in setup_hint(missing, [{"compile": {"libtpu": False}}])
     assert setup_hint("v5e: ValueError: bad topology", [{"compile": {"libtpu": True}}]) == ""
+
+
+def _cli_run(*args: str, python: str | None = None, env=None) -> subprocess.CompletedProcess:
+    """`pallas-lsp run [FLAGS] run_all.py -- CASE`: `args` are the flags, then `--`, the case."""
+    cut = args.index("--")
+    cmd = [sys.executable, "-m", "pallas_lsp", "run", *(["--python", python] if python else []),
+           *args[:cut], "--root", str(FIXTURES), str(SCRIPT), *args[cut:]]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_a_default_run_compiles_so_a_kernel_a_tpu_refuses_does_not_pass():
+    """No misleading green: interpret mode alone passes this block shape, a
+    TPU refuses it. The default run (no --compile) fails with PAL401 on the
+    kernel's line; --no-compile is the old green."""
+    p = _cli_run("--", "pal401_block_shape.bug_lanes")
+    assert p.returncode == 1, p.stderr
+    assert "PAL401" in p.stdout and "pal401_block_shape.py:" in p.stdout
+    assert "[local, interpret, compile v5e,v6e]" in p.stderr
+    p = _cli_run("--no-compile", "--", "pal401_block_shape.bug_lanes")
+    assert p.returncode == 0 and "passed" in p.stderr and "compile" not in p.stderr.split("[")[-1]
+    p = _cli_run("--", "pal401_block_shape.ok_lanes")
+    assert p.returncode == 0 and "2 compiled, 0 compile errors" in p.stderr
+
+
+def test_a_default_run_without_libtpu_says_tpu_errors_were_not_checked(tmp_path):
+    """The same run in a Python that has jax but no libtpu (this one's
+    packages, less libtpu): it passes, and the summary says what it did not
+    check and how to check it."""
+    site = Path(importlib.util.find_spec("jax").submodule_search_locations[0]).parent
+    farm = tmp_path / "site"
+    farm.mkdir()
+    for entry in site.iterdir():
+        if not entry.name.lower().startswith("libtpu") and not entry.name.endswith(".pth"):
+            (farm / entry.name).symlink_to(entry)
+    base = getattr(sys, "_base_executable", sys.executable)
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{farm}${{PYTHONPATH:+:$PYTHONPATH}}" exec {base} "$@"\n')
+    python.chmod(0o755)
+    probe = subprocess.run([str(python), "-c", "import importlib.util as u, jax; "
+                            "print(u.find_spec('libtpu') is None)"], capture_output=True, text=True)
+    assert probe.stdout.strip() == "True", probe.stderr
+    p = _cli_run("--", "pal401_block_shape.bug_lanes", python=str(python))
+    assert p.returncode == 0, p.stderr
+    assert "TPU-only errors not checked: libtpu is not installed" in p.stderr
+    assert "pip install 'jax[tpu]'" in p.stderr
+    # asked for explicitly, a compile without libtpu is an error, as before
+    p = subprocess.run([sys.executable, "-m", "pallas_lsp", "run", "--python", str(python),
+                        "--compile", "v5e", "--root", str(FIXTURES), str(SCRIPT), "--",
+                        "pal401_block_shape.bug_lanes"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "could not compile for TPU" in p.stderr
+
+
+def test_the_editors_run_command_compiles_by_default_unless_told():
+    from pallas_lsp.lsp.runs_bridge import parse_run_args
+
+    uri = "file:///w/test_k.py"
+    assert parse_run_args([{"uri": uri}]).compile is None  # runs.compileByDefault decides
+    assert parse_run_args([{"uri": uri, "compile": False}]).compile == ()
+    assert parse_run_args([{"uri": uri, "compile": True}]).compile == ("*",)
+    assert parse_run_args([{"uri": uri, "compile": ["v4"]}]).compile == ("v4",)

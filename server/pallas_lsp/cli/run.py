@@ -28,8 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=None, metavar="DIR",
                    help="workspace root (default: the target's project folder)")
     p.add_argument("--compile", default=None, metavar="GENS",
-                   help="also compile every pallas_call for these TPU generations "
-                        "(v4, v5e, v5p, v6e; comma-separated), without a TPU")
+                   help="compile every pallas_call for these TPU generations (v4, v5e, v5p, "
+                        "v6e; comma-separated), without a TPU. By default an interpret run "
+                        "compiles for v5e,v6e where libtpu is installed, and says so where not")
+    p.add_argument("--no-compile", action="store_true",
+                   help="skip the default compile: an interpret run alone can pass kernels "
+                        "that a TPU refuses")
     p.add_argument("--allow-project-profiles", action="store_true",
                    help="use a profile defined in the repository's pyproject.toml (it decides "
                         "which program runs and where; see --list-profiles)")
@@ -58,7 +62,7 @@ def list_profiles(root: str) -> int:
 def main(args: argparse.Namespace) -> int:
     from pallas_lsp.runs.model import Status
     from pallas_lsp.runs.runner import RunSpec, start_run
-    from pallas_lsp.runs.compile_mapping import parse_generations
+    from pallas_lsp.runs.compile_mapping import DEFAULT_GENERATIONS, parse_generations
     from pallas_lsp.runs.mapping import cwd_relative
     from pallas_lsp.runs.target import RunSpecError
 
@@ -76,7 +80,9 @@ def main(args: argparse.Namespace) -> int:
     spec = RunSpec(target=args.target, root=args.root, mode=args.mode, profile=args.profile,
                    races=args.races, timeout=args.timeout, devices=args.devices,
                    python=args.python, args=list(args.args),
-                   compile_for=parse_generations(args.compile or ""),
+                   compile_for=(parse_generations(args.compile) if args.compile
+                                else () if args.no_compile else DEFAULT_GENERATIONS),
+                   compile_auto=not args.compile and not args.no_compile,
                    allow_project_profiles=bool(args.allow_project_profiles))
     try:
         handle = start_run(spec, on_output=out)

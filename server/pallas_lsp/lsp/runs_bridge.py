@@ -66,7 +66,7 @@ class RunRequest:
     races: bool = False
     profile: str | None = None
     kind: str = "auto"
-    compile: tuple = ()  # TPU generations to compile every pallas_call for
+    compile: tuple | None = None  # TPU generations to compile for (None: the default compile)
 
 
 MAX_URI = 8192  # longer is no file of a workspace; refused without echoing it
@@ -123,13 +123,17 @@ def parse_run_args(args: Any) -> RunRequest:
     kind = args.get("kind") or "auto"
     if kind not in ("auto", "pytest", "script"):
         raise RunArgsError(f'{RUN_COMMAND}: `kind` must be "auto", "pytest" or "script"')
-    compile_for = args.get("compile") or ()
-    if compile_for is True:
+    compile_for = args.get("compile")
+    if compile_for is None:
+        pass  # runs.compileByDefault decides
+    elif compile_for is False or compile_for == []:
+        compile_for = ()
+    elif compile_for is True:
         compile_for = ("*",)  # the runs.compileGenerations setting
     elif isinstance(compile_for, list) and all(isinstance(g, str) for g in compile_for):
         compile_for = tuple(compile_for)
-    elif compile_for:
-        raise RunArgsError(f'{RUN_COMMAND}: `compile` must be true or a list of TPU '
+    else:
+        raise RunArgsError(f'{RUN_COMMAND}: `compile` must be true, false or a list of TPU '
                            'generations such as ["v5e", "v6e"]')
     return RunRequest(uri=uri, target=target or None, mode=mode, races=races,
                       profile=profile.strip() if profile else None, kind=kind,
@@ -337,13 +341,17 @@ class RunManager:
         if target.startswith(prefix):  # shorter summaries: relative to the workspace
             target = target[len(prefix):]
         s = self.server.settings
+        auto = req.compile is None and s.runs_compile_by_default
+        if req.compile is None:
+            compile_for = s.runs_compile_generations if auto else ()
+        else:
+            compile_for = s.runs_compile_generations if req.compile == ("*",) else req.compile
         return RunSpec(target=target, cwd=cwd, mode=req.mode, races=req.races,
                        profile=req.profile or s.runs_profile,
                        profiles=dict(s.runs_profiles) or None,
                        python=s.python_interpreter, timeout=float(s.runs_timeout_s),
                        devices=s.runs_devices, kind=req.kind,
-                       compile_for=s.runs_compile_generations if req.compile == ("*",)
-                       else req.compile,
+                       compile_for=compile_for, compile_auto=auto,
                        allow_project_profiles=frozenset(self._allowed | consent.allowed()))
 
     def start(self, req: RunRequest) -> ActiveRun:

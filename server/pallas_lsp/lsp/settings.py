@@ -68,7 +68,8 @@ class Settings:
     runs_profiles: FrozenDict = FrozenDict()  # name -> profile object
     runs_code_lens: bool = True
     runs_run_on_save: bool = False
-    runs_compile_generations: tuple = ("v5e", "v6e")  # "Compile for TPU" (run --compile)
+    runs_compile_generations: tuple = ("v5e", "v6e")  # = runs.compile_mapping.DEFAULT_GENERATIONS
+    runs_compile_by_default: bool = True  # interpret runs also compile (where libtpu is)
     runs_allowed_roots: tuple[str, ...] = ()  # folders outside the workspace runs may use
 
     def rule_enabled(self, code: str) -> bool:
@@ -251,6 +252,7 @@ OPTIONS: dict[str, tuple[str, Any]] = {
     "runs.codeLens": ("runs_code_lens", _bool),
     "runs.runOnSave": ("runs_run_on_save", _bool),
     "runs.compileGenerations": ("runs_compile_generations", _generations),
+    "runs.compileByDefault": ("runs_compile_by_default", _bool),
     "runs.allowedRoots": ("runs_allowed_roots", _folders),
 }
 

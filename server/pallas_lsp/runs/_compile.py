@@ -69,6 +69,9 @@ def install() -> None:
         # real TPU run, where the lock keeps two processes off one chip.
         os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     _report.REPORT["compile"]["libtpu"] = importlib.util.find_spec("libtpu") is not None
+    if os.environ.get("PALLAS_LSP_COMPILE_AUTO") == "1" and not _report.REPORT["compile"]["libtpu"]:
+        _report.REPORT["compile"]["skipped"] = "libtpu is not installed in this Python"
+        return
     try:
         from jax._src.pallas import pallas_call as pc
     except Exception as e:  # noqa: BLE001

@@ -468,6 +468,7 @@ def compile_summaries(records: list[dict], pm: PathMap) -> list[dict]:
 # ---------------------------------------------------------------- the run
 
 
+DEFAULT_GENERATIONS = ("v5e", "v6e")  # the default compile of a run (CLI and editor)
 GENERATIONS = ("v4", "v5e", "v5p", "v6e")  # = _compile.TOPOLOGIES (measured with libtpu 0.0.42)
 
 
@@ -525,7 +526,7 @@ def setup_hint(problem: str, reports: list[dict]) -> str:
 
 
 def apply_compiles(res, reports: list[dict], pm: PathMap, fallback,
-                   tail: list[str] | None = None) -> None:
+                   tail: list[str] | None = None, *, auto: bool = False) -> None:
     """Adds the compile failures to `res.diagnostics`, the successes to
     `res.compiles`, and fixes the status (a failure to compile fails the run;
     a compile set-up error, e.g. libtpu missing, is an `error`)."""
@@ -550,6 +551,15 @@ def apply_compiles(res, reports: list[dict], pm: PathMap, fallback,
     if res.status in (Status.CANCELLED, Status.TIMEOUT):
         return
     problem = error or setup
+    skipped = next(((r.get("compile") or {}).get("skipped") for r in reports
+                    if (r.get("compile") or {}).get("skipped")), None)
+    if auto and (skipped or problem) and not records:
+        # the default compile, not asked for: the run keeps its own verdict, and its
+        # summary says what was not checked and how to check it
+        why = skipped or problem
+        res.compile_skipped = (why + " (pip install 'jax[tpu]' to check them; --no-compile "
+                               "to stop this note)") if skipped else why + setup_hint(why, reports)
+        return
     if problem:
         problem += setup_hint(problem, reports)
         res.status = Status.ERROR

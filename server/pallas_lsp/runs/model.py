@@ -78,6 +78,8 @@ class RunResult:
     tests: dict = field(default_factory=dict)  # pytest outcome counts: {"passed": 3, ...}
     # `--compile`: one dict per kernel and generation that compiled (compile_mapping.py)
     compiles: list = field(default_factory=list)
+    # a default compile that could not happen (no libtpu): why, for the summary
+    compile_skipped: str | None = None
 
     @property
     def ok(self) -> bool:

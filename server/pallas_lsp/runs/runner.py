@@ -7,6 +7,7 @@ from shlex-quoted argument lists.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -58,6 +59,10 @@ class RunSpec:
     args: list = field(default_factory=list)  # extra pytest / script arguments
     kind: str = "auto"  # "auto" | "pytest" | "script"
     compile_for: tuple = ()  # TPU generations to compile every pallas_call for ("v5e", ...)
+    # With compile_for: the default compile of the CLI and the editor, not one the user asked
+    # for. Only in interpret mode; where libtpu is missing (or cannot start) the run is not
+    # failed for it, and its summary says that TPU-only errors were not checked.
+    compile_auto: bool = False
     # repository profiles the user allowed: True (all), or their fingerprints (profiles.py)
     allow_project_profiles: bool | frozenset = False
 
@@ -87,6 +92,8 @@ def prepare(spec: RunSpec) -> _Plan:
     mode = spec.mode or profile.mode or "interpret"
     if mode not in ("interpret", "tpu"):
         raise RunSpecError(f"unknown mode {mode!r} (interpret or tpu)")
+    if spec.compile_auto and mode != "interpret":  # on a TPU the run itself compiles
+        spec = dataclasses.replace(spec, compile_for=(), compile_auto=False)
     if profile.remote:
         real_root = os.path.realpath(root)
         real_t = os.path.realpath(target.path)
@@ -314,7 +321,8 @@ class RunHandle:
         res = self._interpret(rc, how, report_list, pm)
         if plan.spec.compile_for:
             from pallas_lsp.runs.compile_mapping import apply_compiles
-            apply_compiles(res, report_list, pm, self._fallback(), list(self._tail))
+            apply_compiles(res, report_list, pm, self._fallback(), list(self._tail),
+                           auto=plan.spec.compile_auto)
         return res
 
     def _launcher_args(self) -> list[str]:
@@ -345,6 +353,10 @@ class RunHandle:
         env.update(plan.spec.env or {})
         if plan.spec.compile_for:
             env["PALLAS_LSP_COMPILE"] = ",".join(plan.spec.compile_for)
+            if plan.spec.compile_auto:
+                env["PALLAS_LSP_COMPILE_AUTO"] = "1"
+            else:
+                env.pop("PALLAS_LSP_COMPILE_AUTO", None)
         if plan.devices:
             flags = _DEVICE_FLAG.sub("", env.get("XLA_FLAGS", "")).strip()
             env["XLA_FLAGS"] = (flags + " " if flags else "") + \
@@ -655,7 +667,9 @@ def _summary(plan: _Plan, r: RunResult) -> str:
             order.index(k) if k in order else 99, k)))
         parts.append(counts)
     where = f"{plan.profile.name}, {plan.mode}" + (", races" if plan.spec.races else "")
-    if plan.spec.compile_for:
+    if plan.spec.compile_for and r.compile_skipped:
+        parts.append(f"TPU-only errors not checked: {r.compile_skipped}")
+    elif plan.spec.compile_for:
         where += ", compile " + ",".join(plan.spec.compile_for)
         parts.append(_compiled_count(r))
     status = r.status.value
