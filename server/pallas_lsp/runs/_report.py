@@ -134,10 +134,19 @@ def _message(e: BaseException) -> str:
     return text[:_MAX_MSG]
 
 
+# Lines a JAX / XLA error ends with that are no exception of their own.
+_TRAILERS = ("See https://", "Please file an issue", "Please report a bug", "-----",
+             "For simplicity, JAX")
+
+
 def original_of(message: str) -> dict | None:
     """`JaxRuntimeError: INTERNAL: CpuCallback error calling callback: <tb>\\n<Type>: <msg>`
-    -> the original exception: the last non-empty line of the message."""
+    -> the original exception: the last non-empty line of the message. None for
+    an error that wraps nothing (a TPU compiler's `RESOURCE_EXHAUSTED: E1001 ...`
+    ending with a link): its own text is the message."""
     lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    while lines and lines[-1].strip().startswith(_TRAILERS):
+        lines.pop()
     if len(lines) < 2:
         return None
     last = lines[-1].strip()
@@ -146,7 +155,9 @@ def original_of(message: str) -> dict | None:
         return {"type": head, "message": rest}
     if last and " " not in last and last[:1].isupper():  # a bare `AssertionError`
         return {"type": last, "message": ""}
-    return {"type": None, "message": last}
+    if "CpuCallback error" in message:
+        return {"type": None, "message": last}
+    return None
 
 
 def _syntax(e: BaseException) -> dict | None:

@@ -22,17 +22,14 @@ from dataclasses import dataclass
 
 from pallas_lsp.engine.model import Severity, Span
 from pallas_lsp.engine.tpu import fmt_bytes
-from pallas_lsp.runs.mapping import PathMap, _frame_span, _match, _user_frames, cwd_relative
+from pallas_lsp.runs.mapping import (PathMap, _frame_span, _match, _user_frames, clean_message,
+                                     cwd_relative)
 from pallas_lsp.runs.model import RunDiagnostic, RunRelated
 
 CODE_COMPILE = "PAL903"  # a TPU compile error that no PAL4xx catalog entry names
 _MLIR_LOC = re.compile(r'"(?P<file>[^"]+\.py)":(?P<line>\d+):(?P<col>\d+)'
                        r'(?: to (?:(?P<eline>\d+):)?:?(?P<ecol>\d+))?')
 _ORIGIN = re.compile(r"Block spec for (?P<side>args|outputs)(?:\[(?P<idx>\d+)\])?")
-_HLO_CLAUSE = re.compile(r" while allocating on stack for %\S+ = .*?(?=\. Scoped allocation)", re.S)
-_BOILERPLATE = re.compile(
-    r"\s*(Please (file an issue|report a bug) at:? \S+|See https://openxla\.org\S* for more details\.|"
-    r"It should not be possible to run out of scoped vmem - ?)", re.S)
 
 # What to change, by kind of failure (used when no catalog entry matches).
 HINTS = {
@@ -71,24 +68,6 @@ def kind_of(message: str) -> str:
     return "other"
 
 
-def clean_message(message: str) -> str:
-    """The compiler's text without the HLO dump, the bug-report boilerplate
-    and the index_map jaxpr."""
-    msg = message.split("\n--------------------\nFor simplicity, JAX")[0]
-    msg = _HLO_CLAUSE.sub("", msg)
-    msg = re.sub(r", and index_map \{.*?\}, in memory space", ", in memory space", msg, flags=re.S)
-    msg = re.sub(r"\nSee details at \S+", "", msg)
-    msg = re.sub(r"Blocked\(block_size=(\d+)\)", r"\1", msg)
-    msg = re.sub(r", in memory space <MemorySpace\.DEFAULT: 'default'>", "", msg)
-    msg = _BOILERPLATE.sub(" ", msg)
-    if "The MLIR operation involved:" in msg:
-        head, _, op = msg.partition("The MLIR operation involved:")
-        op_line = next((ln.strip() for ln in op.splitlines() if ln.strip()), "")
-        m = re.search(r'"([\w.]+)"\(.*?:\s*\((.*?)\)\s*->', op_line)
-        msg = head.strip() + (f" (in `{m.group(1)}` on {m.group(2)})" if m else "")
-    msg = re.sub(r"[ \t]+", " ", msg)
-    msg = re.sub(r"\s*\n\s*", " ", msg).strip()
-    return msg
 
 
 # ---------------------------------------------------------------- source lookup

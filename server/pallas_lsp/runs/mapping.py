@@ -144,6 +144,33 @@ def _short_type(name: str | None) -> str:
     return (name or "Exception").rsplit(".", 1)[-1]
 
 
+# The TPU compiler's text: what to drop from it (also for run-time errors on a chip).
+_HLO_CLAUSE = re.compile(r" while allocating on stack for %\S+ = .*?(?=\. Scoped allocation)", re.S)
+_BOILERPLATE = re.compile(
+    r"\s*(Please (file an issue|report a bug) at:? \S+|See https://openxla\.org\S* for more details\.|"
+    r"It should not be possible to run out of scoped vmem - ?)", re.S)
+
+
+def clean_message(message: str) -> str:
+    """The compiler's text without the HLO dump, the bug-report boilerplate
+    and the index_map jaxpr."""
+    msg = message.split("\n--------------------\nFor simplicity, JAX")[0]
+    msg = _HLO_CLAUSE.sub("", msg)
+    msg = re.sub(r", and index_map \{.*?\}, in memory space", ", in memory space", msg, flags=re.S)
+    msg = re.sub(r"\nSee details at \S+", "", msg)
+    msg = re.sub(r"Blocked\(block_size=(\d+)\)", r"\1", msg)
+    msg = re.sub(r", in memory space <MemorySpace\.DEFAULT: 'default'>", "", msg)
+    msg = _BOILERPLATE.sub(" ", msg)
+    if "The MLIR operation involved:" in msg:
+        head, _, op = msg.partition("The MLIR operation involved:")
+        op_line = next((ln.strip() for ln in op.splitlines() if ln.strip()), "")
+        m = re.search(r'"([\w.]+)"\(.*?:\s*\((.*?)\)\s*->', op_line)
+        msg = head.strip() + (f" (in `{m.group(1)}` on {m.group(2)})" if m else "")
+    msg = re.sub(r"[ \t]+", " ", msg)
+    msg = re.sub(r"\s*\n\s*", " ", msg).strip()
+    return msg
+
+
 def _clean_message(msg: str, max_lines: int = 12) -> str:
     msg = msg.split(_JAX_TB_NOTE)[0].strip()
     lines = msg.splitlines()
@@ -223,6 +250,8 @@ def failure_diagnostic(f: dict, pm: PathMap, fallback: tuple[str, int] | None) -
 
     entry = _match(show_msg) or _match(message)
     label = _test_label(f.get("nodeid"))
+    if not original and exc_type.endswith("JaxRuntimeError"):
+        show_msg = clean_message(show_msg)  # the TPU compiler's own text, on a chip: keep its facts
     body = _clean_message(show_msg)
     if entry is not None:
         code = entry.code
