@@ -11,7 +11,7 @@ from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descript
                                      LaunchSite, Ref, Related, Seq, Span)
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import OperandDecl, join
-from pallas_lsp.engine.rules import RULES
+from pallas_lsp.engine.rules import FLOOR, RULES
 from pallas_lsp.engine.rules._base import Context
 from pallas_lsp.engine.source import Source, parse, parses
 
@@ -96,11 +96,13 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     seen: set[tuple] = set()
     findings: list[Finding] = []
     foreign: dict[str, list[Finding]] = {}
+    engine_spans: set = set()  # where the rules reported in this file (the floor defers)
     for rule in RULES:
         for f in rule.check(ctx):
             f = _with_related_paths(f)
             fpath = f.span.path if f.span.path and f.span.path != src.path else ""
             if not fpath:
+                engine_spans.add(f.span)
                 if _keep(f, src, tables[""], seen):
                     findings.append(f)
                 continue
@@ -124,6 +126,10 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
                 mirror = _mirror(f, site, fpath)
                 if _keep(mirror, src, tables[""], seen):
                     findings.append(mirror)
+    for floor in FLOOR:
+        for f in floor.check(ctx, interp):
+            if f.span not in engine_spans and _keep(f, src, tables[""], seen):
+                findings.append(f)
     findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
     for items in foreign.values():
         items.sort(key=lambda f: (f.span.line, f.span.col, f.code))

@@ -101,9 +101,11 @@ class KernelCode:
 
 def _calls(func: ast.AST, names) -> bool:
     """Does `func` call one of `names` (by its last dotted part), and launch
-    no kernel?"""
+    no kernel? Its own decorators are not its code (`@self.kernel(...)` makes
+    it a kernel, it does not launch one)."""
     hit = False
-    for node in syntax.walk(func):
+    body = func.body if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) else [func]
+    for node in (n for stmt in body for n in syntax.walk(stmt)):
         if isinstance(node, ast.Call):
             tail = _tail(node.func)
             if tail in _LAUNCHES:

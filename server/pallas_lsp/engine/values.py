@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from pallas_lsp.engine.model import (Array, Const, Descriptor, Func, Ref, SemKind, Seq, Shape,
+from pallas_lsp.engine.model import (Api, Array, Const, Descriptor, Func, Ref, SemKind, Seq, Shape,
                                      Space, Unknown, Value)
 from pallas_lsp.engine.records import frozen, replace
 
@@ -257,6 +257,13 @@ def join(a: Value, b: Value) -> Value:
         return Choice(options=_options(b), nullable=True)
     if isinstance(b, Const) and b.value is None and isinstance(a, (Func, Choice)):
         return Choice(options=_options(a), nullable=True)
+    # A module imported in one branch only (`try: from jax.experimental.pallas
+    # import tpu as pltpu / except ImportError: pltpu = None`): where it is
+    # used, it is that module.
+    if isinstance(a, Const) and a.value is None and isinstance(b, Api):
+        return b
+    if isinstance(b, Const) and b.value is None and isinstance(a, Api):
+        return a
     # `d = None` before a loop that assigns a descriptor: treat as optional.
     if isinstance(a, Const) and a.value is None and isinstance(b, Descriptor):
         return b
@@ -417,6 +424,12 @@ class ClassVal(Value):
         object.__setattr__(self, "defaults", {})  # record field -> its literal default
         object.__setattr__(self, "static", frozenset())  # fields that are not pytree leaves
         object.__setattr__(self, "leaves", frozenset())  # fields annotated as one array (a leaf)
+        # method name -> the scope it was defined in, for methods inherited
+        # from a base class (perhaps of another module); else `scope`.
+        object.__setattr__(self, "method_scopes", {})
+        # Some bases are not known (a library's TestCase): an attribute not
+        # found on the class may still exist (Unknown, never an error).
+        object.__setattr__(self, "open", False)
 
     __hash__ = object.__hash__
 

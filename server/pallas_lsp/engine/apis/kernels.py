@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine.binding.decorators import CoreMapDecorator, KernelDecorator, LoopDecorator, WhenDecorator, WithScoped
+from pallas_lsp.engine.binding.decorators import (CoreMapDecorator, KernelDecorator,
+                                                  LoopDecorator, RunStateDecorator, WhenDecorator,
+                                                  WithScoped)
 from pallas_lsp.engine.binding.kernel import pl_kernel
 from pallas_lsp.engine.binding.pallas_call import PallasCallable, callable_kernel, pallas_call, run_kernel
 from pallas_lsp.engine.binding.pipeline import emit_pipeline
@@ -47,6 +49,11 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
     if t == "with_scoped":
         return WithScoped(args=tuple(args), kwargs=tuple(
             (k, a) for k, a in kwargs.items() if k != "collective_axes"))
+    if t == "run_state" or name in RUN_STATE:
+        # `pl.run_state(f)`: `f` gets Refs when the result is called.
+        body = pick(args, kwargs, 0, "f")
+        return RunStateDecorator() if body is None else \
+            RunStateDecorator().apply(host, body.value, node, frame)
     if t == "when":
         return WhenDecorator()
     if t == "loop":
@@ -56,6 +63,11 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
     if t in ("program_id", "num_programs"):
         return Array(origin=t)
     return None
+
+
+# `run_state` where jax defines it (pl.run_state re-exports it).
+RUN_STATE = {"jax._src.state.discharge.run_state", "jax._src.state.discharge.run_state_reference",
+             "jax._src.state.run_state"}
 
 
 def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg],

@@ -1,7 +1,7 @@
 """Values that run a function when applied to it: `pl.when`, `pl.loop`,
-`functools.partial(<launcher>, ...)`, `pl.with_scoped`, `pl.kernel(...)`
-and `core_map(...)` used as decorators. Each routes to its launcher
-family's module."""
+`functools.partial(<launcher>, ...)`, `pl.with_scoped`, `pl.kernel(...)`,
+`core_map(...)` and `run_state` used as decorators. Each routes to its
+launcher family's module."""
 from __future__ import annotations
 
 import ast
@@ -13,9 +13,9 @@ from pallas_lsp.engine.binding.pallas_call import pallas_call
 from pallas_lsp.engine.binding.pipeline import emit_pipeline
 from pallas_lsp.engine.binding.scratch import run_scoped
 from pallas_lsp.engine.events import Arg
-from pallas_lsp.engine.model import Const, Func, Value
+from pallas_lsp.engine.model import Array, Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
-from pallas_lsp.engine.values import UNKNOWN, Bound
+from pallas_lsp.engine.values import UNKNOWN, Bound, SeqOf, ShapeDtype
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -135,3 +135,59 @@ class CoreMapDecorator(Decorator):
         if isinstance(func, Func):
             return core_map(host, func, list(self.args), dict(self.kwargs), frame, node)
         return UNKNOWN
+
+
+@frozen
+class RunStateDecorator(Decorator):
+    """`run_state` (`pl.run_state`, `jax._src.state.discharge.run_state`)
+    applied to a function: a callable taking the initial state."""
+
+    def apply(self, host, func, node, frame):
+        return StateFunc(func=func, node=node) if isinstance(func, Func) else UNKNOWN
+
+
+@frozen
+class StateFunc(Value):
+    """`run_state(f)`: called with an initial value, `f` runs on one Ref per
+    leaf of it (a tuple of arrays: a tuple of Refs), and the call returns
+    the final values, the same structure of arrays."""
+
+    func: Value = UNKNOWN
+    node: object = None
+
+    def call(self, host, args: list[Arg], frame):
+        init = args[0].value if len(args) == 1 else UNKNOWN
+        refs = state_refs(init, "run_state")
+        if refs is UNKNOWN:
+            # One Ref, or a tuple of them: of unknown structure.
+            refs = SeqOf(elem=Ref(origin="a run_state Ref", space=Space.UNKNOWN))
+        if isinstance(self.func, Func):
+            host.call_func(self.func, [refs], {}, frame, kernel=False)
+        return state_values(init)
+
+
+def state_refs(init: Value, origin: str, depth: int = 0) -> Value:
+    """The Refs run_state gives its function for `init`: one per leaf."""
+    if depth > 4:
+        return UNKNOWN
+    if isinstance(init, Seq):
+        items = tuple(state_refs(v, f"{origin}[{k if init.keys is not None else i}]", depth + 1)
+                      for i, (k, v) in enumerate(zip(init.keys or [None] * len(init.items),
+                                                     init.items)))
+        if any(v is UNKNOWN for v in items):
+            return UNKNOWN
+        return Seq(items=items, keys=init.keys)
+    if isinstance(init, (Array, ShapeDtype)):
+        return Ref(origin=f"{origin} (a run_state Ref)", space=Space.UNKNOWN,
+                   shape=init.shape, dtype=init.dtype)
+    return UNKNOWN
+
+
+def state_values(init: Value, depth: int = 0) -> Value:
+    if depth > 4:
+        return UNKNOWN
+    if isinstance(init, Seq):
+        return Seq(items=tuple(state_values(v, depth + 1) for v in init.items), keys=init.keys)
+    if isinstance(init, (Array, ShapeDtype)):
+        return Array(origin="a run_state result", shape=init.shape, dtype=init.dtype)
+    return UNKNOWN

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import ast
 
-from pallas_lsp.engine import apis, pyops, variants
+from pallas_lsp.engine import api, apis, pyops, variants
 from pallas_lsp.engine.apis import kernels
-from pallas_lsp.engine.binding.decorators import Decorator, PartialApi, ScopedFunc
+from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
+                                                  ScopedFunc, StateFunc)
 from pallas_lsp.engine.binding.kernel import KernelCallable, run_pl_kernel
 from pallas_lsp.engine.binding.pallas_call import PallasCallable
 from pallas_lsp.engine.binding.pipeline import PipelineCallable, run_pipeline
@@ -126,7 +127,7 @@ class CallsMixin:
             # It runs where pl.kernel was called (its kernel context), once.
             made = next((f for kc, f in self.pending_kernels if kc is func), frame)
             return run_pl_kernel(self, func, operands, made)
-        if isinstance(func, ScopedFunc):
+        if isinstance(func, (ScopedFunc, StateFunc)):
             return func.call(self, args, frame)
         if isinstance(func, (SpecClass, SpecInit)):
             return func.call(self, args, kwargs, node, frame)
@@ -176,9 +177,11 @@ class CallsMixin:
                 inst.attrs[k] = a.value
             for k, v in cls.defaults.items():
                 inst.attrs.setdefault(k, v)
-        init = cls.methods.get("__post_init__" if cls.record else "__init__")
+        init_name = "__post_init__" if cls.record else "__init__"
+        init = cls.methods.get(init_name)
         if init is not None:
-            self.call_func(Func(node=init, scope=cls.scope), [inst] + [a.value for a in args]
+            self.call_func(Func(node=init, scope=cls.method_scopes.get(init_name, cls.scope)),
+                           [inst] + [a.value for a in args]
                            if not cls.record else [inst],
                            {k: a.value for k, a in kwargs.items()} if not cls.record else {},
                            frame)
@@ -213,6 +216,8 @@ class CallsMixin:
             self.escape(value.elem)
         elif isinstance(value, Func):
             self._escaped_funcs.append(value)
+        elif isinstance(value, StateFunc):
+            self.escape(value.func)
         elif isinstance(value, Choice):
             for option in value.options:
                 self.escape(option)
@@ -381,7 +386,32 @@ class CallsMixin:
         d = self.eval(dec, frame)
         if isinstance(d, Decorator):
             return d.apply(self, func, dec, frame)
+        if isinstance(d, Api) and (api.tail(d.name) == "run_state" or d.name in kernels.RUN_STATE):
+            return RunStateDecorator().apply(self, func, dec, frame)  # `@pl.run_state`
+        if isinstance(d, Func) and isinstance(func, Func):
+            # The user's decorator (or a partial of it, `partial(self.pallas_call,
+            # out_shape=...)`), run as Python does: a launcher it reaches
+            # (`pl.pallas_call(f, ...)`, `pl.kernel(...)`) takes the def as its
+            # kernel, and the name is what the decorator returns.
+            before = self._launch_count()
+            out = self.call_func(d, [func], {}, frame, call_node=dec)
+            if isinstance(out, _DECORATED):
+                return out
+            if self._launch_count() != before:
+                return UNKNOWN  # a launcher took the def: the name is its (unknown) result
+        if (d is UNKNOWN or isinstance(d, Func)) and launch_config(dec):
+            # A decorator the engine cannot follow, given a launch's
+            # configuration (`@self.kernel(out_shape=..., mesh=...)` of a base
+            # class it cannot see): the def is a kernel, the name the
+            # launcher's result. Calls of the name are not calls of the def
+            # (arrays are not its Refs); the def runs on its own, later.
+            self.escape(func)
+            return UNKNOWN
         return func
+
+    def _launch_count(self) -> tuple:
+        return (len(self.events.launches), len(self.pending), len(self.pending_kernels),
+                len(self.pending_pipelines))
 
     def call_method(self, bound: Bound, args: list[Arg], kwargs: dict[str, Arg],
                     node: ast.Call, frame: Frame) -> Value:
@@ -417,4 +447,17 @@ _INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, S
                     GridSpec, ModuleRef, Imported, type(None)})
 
 _LAUNCH_TAILS = tuple("." + name for name in variants.LAUNCH_NAMES)
+# What a decorator returns that stands for the decorated def when called.
+_DECORATED = (Func, Choice, PallasCallable, KernelCallable, PipelineCallable, ScopedFunc,
+              StateFunc, Decorator)
+# Keywords of the Pallas launchers (`pallas_call`, `kernel`, `core_map`,
+# `emit_pipeline`): a call given one configures a launch.
+LAUNCH_KEYWORDS = frozenset({"out_shape", "out_type", "in_specs", "out_specs", "grid_spec",
+                             "mesh", "scratch_shapes", "scratch_types"})
+
+
+def launch_config(dec: ast.expr) -> bool:
+    """`dec` is a call (a decorator factory, or `functools.partial(f, ...)`)
+    given a Pallas launch's configuration by keyword."""
+    return isinstance(dec, ast.Call) and any(kw.arg in LAUNCH_KEYWORDS for kw in dec.keywords)
 _COST = ("cost_estimate",)

@@ -53,15 +53,31 @@ class DefinitionsMixin:
         # emit_pipeline calls, on buffers and semaphores jax allocates.
         is_buffered = any(buffered.is_buffered_ref(b) for b in bases) \
             or any(getattr(p, "buffered", False) for p in parents)
-        plain = all(isinstance(b, ClassVal) or _harmless_base(b, n) or buffered.is_buffered_ref(b)
-                    for b, n in zip(bases, node.bases))
+        known = [isinstance(b, ClassVal) or _harmless_base(b, n) or buffered.is_buffered_ref(b)
+                 for b, n in zip(bases, node.bases)]
+        plain = all(known)
         decorators = [d for d in decorators if not pytrees.pytree_registration(d)]
-        if node.keywords or not (plain or namedtuple) or (decorators and not record):
+        # A base the engine does not know (a library's TestCase, a module of
+        # a library) is no reason to lose the class: its own methods and
+        # those of its known bases are what `self.x` finds, and anything
+        # else is Unknown. Pallas classes (other than those handled above)
+        # stay unknown: their behaviour is not modelled.
+        opaque = [b for b, k in zip(bases, known) if not k]
+        open_ = bool(opaque) and not namedtuple and not any(
+            isinstance(b, Api) and b.name.startswith(("pl.", "pltpu.")) for b in opaque)
+        # The name of a class with unknown decorators (or a metaclass) is
+        # unknown, but its methods still run with an instance of it as `self`.
+        hidden = bool(node.keywords) or bool(decorators and not record)
+        if not (plain or namedtuple or open_):
             frame.scope.vars[node.name] = UNKNOWN
             return
         methods, fields, kinds, defaults, static, leaves = {}, [], {}, {}, set(), set()
+        method_scopes: dict = {}
         for parent in parents:  # single inheritance from classes of this file
             methods.update(parent.methods)
+            method_scopes.update({name: parent.method_scopes.get(name, parent.scope)
+                                  for name in parent.methods})
+            open_ = open_ or parent.open
             kinds.update(parent.kinds)
             defaults.update(parent.defaults)
             static |= parent.static
@@ -71,6 +87,7 @@ class DefinitionsMixin:
         for stmt in node.body:
             if isinstance(stmt, ast.FunctionDef):
                 kind = self._method_kind(stmt, frame)
+                method_scopes.pop(stmt.name, None)
                 if kind is not None:
                     methods[stmt.name] = stmt
                     kinds[stmt.name] = kind
@@ -95,6 +112,8 @@ class DefinitionsMixin:
         object.__setattr__(cls, "defaults", defaults)
         object.__setattr__(cls, "static", frozenset(static))
         object.__setattr__(cls, "leaves", frozenset(leaves - static))
+        object.__setattr__(cls, "method_scopes", method_scopes)
+        object.__setattr__(cls, "open", open_)
         if is_buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:
@@ -105,7 +124,7 @@ class DefinitionsMixin:
             if isinstance(stmt, ast.FunctionDef) and kinds.get(stmt.name) in ("method", "class") \
                     and id(stmt) not in self._buffered_methods:
                 self._method_class[id(stmt)] = cls
-        frame.scope.vars[node.name] = cls
+        frame.scope.vars[node.name] = UNKNOWN if hidden else cls
 
     def _enum_class(self, node: ast.ClassDef, frame: Frame) -> None:
         """An Enum: its members are constants (flags like `weight_format ==
@@ -146,17 +165,18 @@ class DefinitionsMixin:
         node = cls.methods.get(name)
         if node is None:
             return None
-        kind = getattr(cls, "kinds", {}).get(name, "method")
+        kind = cls.kinds.get(name, "method")
+        scope = cls.method_scopes.get(name, cls.scope)  # an inherited method: its module's
         if kind == "static":
-            return Func(node=node, scope=cls.scope)
+            return Func(node=node, scope=scope)
         if kind == "class":
-            return Func(node=node, scope=cls.scope, bound_args=(cls,))
+            return Func(node=node, scope=scope, bound_args=(cls,))
         if obj is None:
-            return Func(node=node, scope=cls.scope)
+            return Func(node=node, scope=scope)
         if kind == "property":
-            return self.call_func(Func(node=node, scope=cls.scope, bound_args=(obj,)), [], {},
+            return self.call_func(Func(node=node, scope=scope, bound_args=(obj,)), [], {},
                                   self._property_frame)
-        return Func(node=node, scope=cls.scope, bound_args=(obj,))
+        return Func(node=node, scope=scope, bound_args=(obj,))
 
 
 def _harmless_base(value: Value, node: ast.expr) -> bool:

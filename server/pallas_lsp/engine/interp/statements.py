@@ -10,8 +10,8 @@ from pallas_lsp.engine import flow, pyops
 from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.events import Arg, RefAccess
 from pallas_lsp.engine.frames import Frame, Scope
-from pallas_lsp.engine.model import Array, Const, Descriptor, Ref, Seq, Value
-from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, Spec
+from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Value
+from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, Spec, join
 from pallas_lsp.engine.values import instance_writes
 
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -219,17 +219,27 @@ class StatementsMixin:
         # Run in a row; a `raise` or `return` in one part does not skip the
         # others (a handler may catch it), nor the code after the `try`.
         self.exec_body(node.body, frame)
+        # Modules the body imported: a handler's fallback (`pltpu = None`)
+        # is the other branch, not what the name is from now on.
+        modules = {k: v for k, v in frame.scope.vars.items() if isinstance(v, Api)} \
+            if node.handlers and _imports_in(node.body) else None
         for handler in node.handlers:
             frame.left = False
             if handler.name:
                 frame.scope.vars[handler.name] = UNKNOWN
             self.exec_body(handler.body, frame)
+        if modules:
+            now = frame.scope.vars
+            for k, v in modules.items():
+                if now.get(k) is not v:
+                    now[k] = join(v, now[k]) if k in now else v
         for block in (node.orelse, node.finalbody):
             frame.left = False
             self.exec_body(block, frame)
         frame.left = False
 
     stmt_TryStar = stmt_Try
+
 
     def stmt_Delete(self, node: ast.Delete, frame: Frame) -> None:
         pass
@@ -324,3 +334,7 @@ class StatementsMixin:
                 base, index[0] if len(index) == 1 else UNKNOWN, value))
         else:
             self.escape(value)
+
+
+def _imports_in(body: list[ast.stmt]) -> bool:
+    return any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)

@@ -18,7 +18,7 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal305_dma_shape_mismatch, pal401_block_shape_not_tiled,
                                      pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
                                      pal404_scoped_vmem, pal405_float16_vector,
-                                     pal406_wait_sem_array)
+                                     pal406_wait_sem_array, syntax_floor)
 
 RULES = (
     pal101_dma_arg_not_ref, pal102_send_sem_not_ref, pal103_dst_sem_not_scalar,
@@ -32,6 +32,11 @@ RULES = (
     pal401_block_shape_not_tiled, pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
     pal404_scoped_vmem, pal405_float16_vector, pal406_wait_sem_array,
 )
+
+# Run after RULES on the file's own AST: what the source alone decides
+# (rules/syntax_floor.py); `analyze` keeps a finding of theirs only where no
+# rule reported at that span.
+FLOOR = (syntax_floor,)
 
 # Codes with a catalog entry but no static rule: JAX raises them in cases the
 # source alone cannot decide (PAL107 needs the runtime type of an operand).

@@ -1,0 +1,703 @@
+"""The syntax floor: DMA mistakes the source alone decides, whatever the
+interpreter knows of the names.
+
+The kinds-based rules need the engine to follow a launch down to the kernel;
+on code it cannot follow (a kernel launched through `self.pallas_call`, a
+docs snippet, a kernel launched nowhere) they are silent. This layer reads
+only the AST of the file, in every function, and reports the cases where the
+text settles the question:
+
+* PAL101 / PAL102: a DMA's source, destination or semaphore written as a
+  load, `x[...]` or `x[i, ...]` (a subscript whose index is `...` or a tuple
+  holding `...`; never `x.at[...]`, never `x[i]`, which may select a Ref in a
+  list), in `async_copy` / `async_remote_copy` / `sync_copy` (which start the
+  copy) or in a `make_async_copy` / `make_async_remote_copy` whose descriptor
+  is seen to be `.start()`ed;
+* PAL110: the same load as the semaphore of a descriptor only ever waited on
+  (every use of it visible in its function);
+* PAL106: `.wait_send()` on a descriptor of `make_async_copy` / `async_copy`;
+* PAL108: a negative integer literal as `priority` of `async_copy` or of a
+  descriptor's `.start()`;
+* PAL105: a remote copy with `device_id=None` and a send semaphore that
+  cannot be None (or the reverse).
+
+A descriptor or a value is followed through a name only when that name has
+exactly one binding, a plain `name = <expr>`, in its scope (no parameter,
+no `global` / `nonlocal` of that name anywhere in the file); helpers of the
+file that return a descriptor are followed into their callers for `.start()`,
+`.wait_send()` and priorities. APIs are resolved through the file's imports
+and `api.canonical`, as the interpreter does.
+
+`analyze` adds a finding of this layer only where the engine has none at the
+same span. `PALLAS_LSP_NO_SYNTAX_FLOOR=1` turns the layer off (measurements).
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+from pallas_lsp.engine import api
+from pallas_lsp.engine.model import Span
+from pallas_lsp.engine.rules._base import Context, Edit, Finding, Fix, Related, ref_fix
+from pallas_lsp.engine.rules.pal108_negative_priority import _drop_priority
+from pallas_lsp.engine.syntax import _FIELDS, _fields, children
+
+CODES = ("PAL101", "PAL102", "PAL105", "PAL106", "PAL108", "PAL110")
+
+_LOCAL = {"make_async_copy", "async_copy"}
+_REMOTE = {"make_async_remote_copy", "async_remote_copy"}
+_STARTING = {"async_copy", "async_remote_copy", "sync_copy"}
+# Positional parameters of each API (jax 0.10.2: mosaic/primitives.py, helpers.py).
+_PARAMS = {
+    "make_async_copy": ("src_ref", "dst_ref", "sem"),
+    "async_copy": ("src_ref", "dst_ref", "sem"),
+    "make_async_remote_copy": ("src_ref", "dst_ref", "send_sem", "recv_sem", "device_id",
+                               "device_id_type"),
+    "async_remote_copy": ("src_ref", "dst_ref", "send_sem", "recv_sem", "device_id",
+                          "device_id_type"),
+    "sync_copy": ("src_ref", "dst_ref"),
+}
+_METHODS = {"start", "wait", "wait_recv", "wait_send"}
+# Words that must appear in a file for the floor to look at it.
+_WORDS = ("make_async_copy", "async_copy", "async_remote_copy", "make_async_remote_copy",
+          "sync_copy")
+
+_MSG = {
+    "PAL101": "DMA source/destination/semaphore arguments must be Refs.",
+    "PAL102": "DMA source semaphore must be a Ref.",
+    "PAL105": "Either both or neither `src_sem` and `device_id` can be set.",
+    "PAL106": "Cannot `wait_send` on a local copy.",
+    "PAL108": "DMA start priority must be non-negative: {priority}",
+    "PAL110": "Expected the destination semaphore to be a reference",
+}
+
+
+def enabled() -> bool:
+    return os.environ.get("PALLAS_LSP_NO_SYNTAX_FLOOR", "") in ("", "0")
+
+
+# ---------------------------------------------------------------- scopes
+
+
+class _Scope:
+    __slots__ = ("node", "parent", "kind", "binds")
+
+    def __init__(self, node, parent, kind):
+        self.node, self.parent, self.kind = node, parent, kind
+        # name -> list of ("value", expr) / ("import", dotted) / ("def", node) / ("other", None)
+        self.binds: dict[str, list] = {}
+
+    def bind(self, name: str, what: tuple):
+        self.binds.setdefault(name, []).append(what)
+
+
+_SPECIAL = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Name,
+                      ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler,
+                      ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.Call, ast.Return,
+                      ast.Yield, ast.YieldFrom})
+
+
+class _File:
+    """One walk of the module: scopes, bindings, parents, calls."""
+
+    def __init__(self, tree: ast.Module):
+        self.parent: dict[int, ast.AST] = {}
+        self.scope_of: dict[int, _Scope] = {}  # id(call or name node) -> its scope
+        self.calls: list[ast.Call] = []
+        self.loads: list[ast.Name] = []
+        self.tainted: set[str] = set()  # global / nonlocal anywhere: never followed
+        self.def_scope: dict[int, _Scope] = {}  # id(def node) -> the scope of its body
+        self.returns: dict[int, tuple] = {}  # id(function scope) -> (scope, its returns)
+        self.generators: set[int] = set()
+        module = _Scope(tree, None, "module")
+        stack = [(child, module, tree) for child in reversed(children(tree))]
+        push = stack.append
+        while stack:
+            node, scope, parent = stack.pop()
+            self.parent[id(node)] = parent
+            cls = node.__class__
+            if cls not in _SPECIAL:  # most nodes: only their children matter
+                for name in _FIELDS.get(cls) or _fields(cls):
+                    v = getattr(node, name, None)
+                    if v.__class__ is list:
+                        for x in v:
+                            if x.__class__ is not ast.Constant and isinstance(x, ast.AST):
+                                push((x, scope, node))
+                    elif v is not None and v.__class__ is not ast.Constant \
+                            and isinstance(v, ast.AST):
+                        push((v, scope, node))
+                continue
+            inner = scope
+            if cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+                if cls is not ast.Lambda:
+                    scope.bind(node.name, ("def", node))
+                inner = _Scope(node, scope, "function")
+                self.def_scope[id(node)] = inner
+                a = node.args
+                for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+                    if p is not None:
+                        inner.bind(p.arg, ("other", None))
+                # decorators, defaults and annotations belong to the enclosing scope
+                outer = list(getattr(node, "decorator_list", ())) + a.defaults + \
+                    [d for d in a.kw_defaults if d is not None]
+                body = node.body if isinstance(node.body, list) else [node.body]
+                for child in reversed(body):
+                    stack.append((child, inner, node))
+                for child in reversed(outer):
+                    stack.append((child, scope, node))
+                continue
+            if cls is ast.ClassDef:
+                scope.bind(node.name, ("other", None))
+                inner = _Scope(node, scope, "class")
+                for child in reversed(node.decorator_list + node.bases +
+                                      [k.value for k in node.keywords]):
+                    stack.append((child, scope, node))
+                for child in reversed(node.body):
+                    stack.append((child, inner, node))
+                continue
+            if cls is ast.Constant:
+                continue
+            if cls is ast.Name:
+                if node.ctx.__class__ is ast.Load:
+                    self.loads.append(node)
+                    self.scope_of[id(node)] = scope
+                    continue
+                else:
+                    value = None
+                    if isinstance(node.ctx, ast.Store) and isinstance(parent, ast.Assign) \
+                            and len(parent.targets) == 1 and parent.targets[0] is node:
+                        value = parent.value
+                    elif isinstance(node.ctx, ast.Store) and isinstance(parent, ast.AnnAssign) \
+                            and parent.target is node and parent.value is not None:
+                        value = parent.value
+                    scope.bind(node.id, ("value", value) if value is not None else ("other", None))
+                    continue
+            elif cls in (ast.Import, ast.ImportFrom):
+                self._imports(node, scope)
+            elif cls in (ast.Global, ast.Nonlocal):
+                self.tainted.update(node.names)
+            elif cls is ast.ExceptHandler and node.name:
+                scope.bind(node.name, ("other", None))
+            elif cls in (ast.MatchAs, ast.MatchStar) and node.name:
+                scope.bind(node.name, ("other", None))
+            elif cls is ast.MatchMapping and node.rest:
+                scope.bind(node.rest, ("other", None))
+            elif cls is ast.Call:
+                self.calls.append(node)
+                self.scope_of[id(node)] = scope
+            elif cls is ast.Return:
+                self.returns.setdefault(id(scope), (scope, []))[1].append(node)
+            elif cls in (ast.Yield, ast.YieldFrom):
+                self.generators.add(id(scope))
+            for name in _FIELDS.get(cls) or _fields(cls):
+                v = getattr(node, name, None)
+                if v.__class__ is list:
+                    for x in v:
+                        if isinstance(x, ast.AST):
+                            push((x, scope, node))
+                elif isinstance(v, ast.AST):
+                    push((v, scope, node))
+
+    @staticmethod
+    def _imports(node, scope: _Scope):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    scope.bind(a.asname, ("import", a.name))
+                else:
+                    top = a.name.split(".")[0]
+                    scope.bind(top, ("import", top))
+            return
+        for a in node.names:
+            if a.name == "*":
+                continue
+            if node.level or not node.module:
+                scope.bind(a.asname or a.name, ("other", None))
+            else:
+                scope.bind(a.asname or a.name, ("import", f"{node.module}.{a.name}"))
+
+    def lookup(self, name: str, scope: _Scope) -> tuple | None:
+        """The one binding `name` has where it is read, or None."""
+        if name in self.tainted:
+            return None
+        s, first = scope, True
+        while s is not None:
+            if s.kind == "class" and not first:
+                s = s.parent
+                continue
+            first = False
+            binds = s.binds.get(name)
+            if binds:
+                if len(binds) == 1 and binds[0][0] != "other":
+                    return binds[0]
+                # `try: from jax... import tpu as pltpu / except: pltpu = None`
+                imports = {b[1] for b in binds if b[0] == "import"}
+                rest = [b for b in binds if b[0] != "import"]
+                if len(imports) == 1 and all(b[0] == "value" and isinstance(b[1], ast.Constant)
+                                             and b[1].value is None for b in rest):
+                    return ("import", imports.pop())
+                return None
+            s = s.parent
+        return None
+
+    # ---- what expressions are
+
+    def dma_api(self, func: ast.AST, scope: _Scope) -> str | None:
+        """`make_async_copy` etc. when `func` names the Pallas TPU API."""
+        parts = []
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name):
+            return None
+        b = self.lookup(func.id, scope)
+        if b is None or b[0] != "import":
+            return None
+        name = api.canonical(".".join([b[1]] + parts[::-1]))
+        if not name.startswith("pltpu."):
+            return None
+        t = api.tail(name)
+        return t if t in _PARAMS else None
+
+    def value_of(self, node: ast.AST, scope: _Scope) -> ast.AST | None:
+        """The one expression a plain name was assigned (one step)."""
+        if isinstance(node, ast.Name):
+            b = self.lookup(node.id, scope)
+            if b is not None and b[0] == "value":
+                return b[1]
+        return None
+
+
+def _args(call: ast.Call, api_name: str) -> dict[str, ast.AST] | None:
+    """Parameter -> argument node; None with `*args` / `**kwargs`."""
+    params = _PARAMS[api_name]
+    out = {}
+    for i, a in enumerate(call.args):
+        if isinstance(a, ast.Starred):
+            return None
+        if i < len(params):
+            out[params[i]] = a
+    for k in call.keywords:
+        if k.arg is None:
+            return None
+        out[k.arg] = k.value
+    return out
+
+
+def _is_load(node: ast.AST) -> bool:
+    """`x[...]`, `x[i, ...]`, `x.at[i][...]`: a read, never a Ref."""
+    if not isinstance(node, ast.Subscript) or not isinstance(node.ctx, ast.Load):
+        return False
+    if isinstance(node.value, ast.Attribute) and node.value.attr == "at":
+        return False
+    index = node.slice
+    if isinstance(index, ast.Constant) and index.value is Ellipsis:
+        return True
+    return isinstance(index, ast.Tuple) and any(
+        isinstance(e, ast.Constant) and e.value is Ellipsis for e in index.elts)
+
+
+def _neg_int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+            and isinstance(node.operand, ast.Constant) and type(node.operand.value) is int \
+            and node.operand.value > 0:
+        return -node.operand.value
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value < 0:
+        return node.value
+    return None
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _never_none(node) -> bool:
+    """Syntactically a value that cannot be None."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.JoinedStr)):
+        return True
+    if isinstance(node, ast.Constant):
+        return node.value is not None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+            and node.value.attr == "at":
+        return True
+    return _is_load(node)
+
+
+# ---------------------------------------------------------------- descriptors
+
+
+class _Maker:
+    """One `make_async_copy(...)`-like call and what is seen done with it."""
+    __slots__ = ("call", "api", "scope", "args", "ops", "escaped")
+
+    def __init__(self, call, api_name, scope, args):
+        self.call, self.api, self.scope, self.args = call, api_name, scope, args
+        self.ops: list[tuple[str, ast.Call, ast.Attribute]] = []
+        self.escaped = False
+
+    @property
+    def remote(self) -> bool:
+        return self.api in _REMOTE
+
+
+class _Floor:
+    def __init__(self, ctx: Context, dead=None):
+        self.ctx, self.dead = ctx, dead
+        self.f = _File(ctx.src.tree)
+        self.makers: dict[int, _Maker] = {}
+        self.helpers: dict[int, list[_Maker]] = {}  # id(def) -> makers it returns
+
+    def span(self, node) -> Span:
+        return self.ctx.span(node)
+
+    def unreached(self, node) -> bool:
+        """After a `return` / `raise` / `break` / `continue` of its block (JAX
+        never traces it), or known dead by the interpreter."""
+        parent = self.f.parent
+        cur = node
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Lambda, ast.Module)):
+            up = parent.get(id(cur))
+            if isinstance(cur, ast.stmt) and up is not None:
+                for field in ("body", "orelse", "finalbody"):
+                    block = getattr(up, field, None)
+                    if isinstance(block, list) and cur in block:
+                        i = block.index(cur)
+                        if any(isinstance(b, (ast.Return, ast.Raise, ast.Break, ast.Continue))
+                               for b in block[:i]):
+                            return True
+            cur = up
+        return self.dead is not None and self.dead(node, self.f.scope_of.get(id(node)))
+
+    def text(self, node) -> str:
+        return self.ctx.text(node)
+
+    # ---- which descriptor an expression is
+
+    def descriptors(self, expr, scope, depth=0) -> list[_Maker] | None:
+        if depth > 4:
+            return None
+        if isinstance(expr, ast.Call):
+            m = self.makers.get(id(expr))
+            if m is not None:
+                return [m]
+            if isinstance(expr.func, ast.Name):  # a helper of this file
+                b = self.f.lookup(expr.func.id, scope)
+                if b is not None and b[0] == "def":
+                    return self.helpers.get(id(b[1]))
+            return None
+        if isinstance(expr, ast.Name):
+            b = self.f.lookup(expr.id, scope)
+            if b is not None and b[0] == "value":
+                return self.descriptors(b[1], self._scope_binding(expr.id, scope), depth + 1)
+        return None
+
+    def _scope_binding(self, name, scope):
+        s, first = scope, True
+        while s is not None:
+            if s.kind == "class" and not first:
+                s = s.parent
+                continue
+            first = False
+            if name in s.binds:
+                return s
+            s = s.parent
+        return scope
+
+    def run(self):
+        f = self.f
+        for call in f.calls:
+            name = f.dma_api(call.func, f.scope_of[id(call)])
+            if name is None:
+                continue
+            args = _args(call, name)
+            if args is None or self.unreached(call):
+                continue
+            self.makers[id(call)] = _Maker(call, name, f.scope_of[id(call)], args)
+        if not self.makers:
+            return
+        self._find_helpers()
+        self._uses()
+        yield from self._wait_send()
+        yield from self._priority()
+        yield from self._device_id()
+        yield from self._loads()
+
+    def _find_helpers(self):
+        """Functions of the file every `return` of which gives a descriptor."""
+        returns: dict[int, tuple] = {}
+        for key, (scope, rets) in self.f.returns.items():
+            if key in self.f.generators or scope.kind != "function" \
+                    or isinstance(scope.node, ast.Lambda):
+                continue
+            if any(r.value is not None and isinstance(r.value, (ast.Call, ast.Name))
+                   for r in rets):
+                returns[id(scope.node)] = (scope, rets)
+        for _ in range(3):  # helpers returning helpers
+            changed = False
+            for node_id, (scope, rets) in returns.items():
+                found = []
+                for r in rets:
+                    got = self.descriptors(r.value, scope) if r.value is not None else None
+                    if not got:
+                        found = None
+                        break
+                    found.extend(got)
+                if found and [id(m) for m in found] != [id(m) for m in self.helpers.get(node_id, [])]:
+                    self.helpers[node_id] = found
+                    changed = True
+            if not changed:
+                break
+
+    def _uses(self):
+        """Methods called on descriptors; descriptors used any other way escape."""
+        f = self.f
+        for m in self.makers.values():
+            parent = f.parent.get(id(m.call))
+            if isinstance(parent, ast.Attribute):
+                continue  # chained: seen as a method call below
+            if isinstance(parent, ast.Assign) and len(parent.targets) == 1 \
+                    and isinstance(parent.targets[0], ast.Name) \
+                    and f.lookup(parent.targets[0].id, m.scope) == ("value", m.call):
+                continue  # followed through the name below
+            if isinstance(parent, ast.Expr) and m.api in _STARTING:
+                continue  # `pltpu.async_copy(...)` as a statement: nothing else done
+            m.escaped = True
+        for call in f.calls:
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr in _METHODS):
+                continue
+            got = self.descriptors(func.value, f.scope_of[id(call)])
+            if got and self.unreached(call):
+                continue
+            for m in got or ():
+                m.ops.append((func.attr, call, func))
+        # names bound to a descriptor read in any other way: it escapes
+        bound = {t.id for m in self.makers.values()
+                 for t in [getattr(f.parent.get(id(m.call)), "targets", [None])[0]]
+                 if isinstance(t, ast.Name)}
+        for call in f.calls:  # `c = helper(...)`
+            up = f.parent.get(id(call))
+            if isinstance(up, ast.Assign) and isinstance(call.func, ast.Name) and \
+                    len(up.targets) == 1 and isinstance(up.targets[0], ast.Name):
+                bound.add(up.targets[0].id)
+        for name in f.loads:
+            if name.id not in bound:
+                continue
+            scope = f.scope_of[id(name)]
+            got = self.descriptors(name, scope)
+            if not got:
+                continue
+            parent = f.parent.get(id(name))
+            if isinstance(parent, ast.Attribute) and parent.attr in _METHODS and \
+                    isinstance(f.parent.get(id(parent)), ast.Call) and \
+                    f.parent[id(parent)].func is parent:
+                continue
+            for m in got:
+                m.escaped = True
+        for ms in self.helpers.values():
+            for m in ms:
+                m.escaped = True  # its callers may do anything with it
+
+    # ---- the findings
+
+    def _wait_send(self):
+        for m in self.makers.values():
+            if m.remote:
+                continue
+            for op, call, attr in m.ops:
+                if op != "wait_send" or call.args or call.keywords:
+                    continue
+                a = self.span(attr)
+                name = Span(a.end_line, a.end_col - len("wait_send"), a.end_line, a.end_col,
+                            a.path)
+                yield Finding(
+                    code="PAL106", message=_MSG["PAL106"], span=name,
+                    detail=(f"This descriptor comes from `{m.api}` (line {m.call.lineno}), "
+                            f"which has no send side; `.wait()` waits for the data to arrive."),
+                    fixes=(Fix(title="Replace `.wait_send()` with `.wait()`",
+                               edits=(Edit(name, "wait"),), safe=True),))
+
+    def _priority_args(self, m: _Maker):
+        """(value node, literal, the call holding it) for each priority of `m`."""
+        out = []
+        if m.api == "async_copy" and "priority" in m.args:
+            out.append((m.args["priority"], m.call))
+        for op, call, _ in m.ops:
+            if op != "start":
+                continue
+            if call.args and not isinstance(call.args[0], ast.Starred):
+                out.append((call.args[0], call))
+            for k in call.keywords:
+                if k.arg == "priority":
+                    out.append((k.value, call))
+        for node, call in out:
+            p = _neg_int(node)
+            if p is None:
+                via = self.f.value_of(node, self.f.scope_of.get(id(call)) or m.scope)
+                p = _neg_int(via) if via is not None else None
+            if p is not None:
+                yield node, p, call
+
+    def _priority(self):
+        seen = set()
+        for m in self.makers.values():
+            for node, p, call in self._priority_args(m):
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                yield Finding(
+                    code="PAL108", message=_MSG["PAL108"].format(priority=p),
+                    span=self.span(node),
+                    detail=("Priorities are 0 (the default) or higher; drop the argument to use "
+                            "the default."),
+                    fixes=_drop_priority(self.ctx, call, node) if _neg_int(node) is not None
+                    else ())
+
+    def _device_id(self):
+        for m in self.makers.values():
+            if not m.remote:
+                continue
+            dev, send = m.args.get("device_id"), m.args.get("send_sem")
+            if dev is None or send is None:
+                continue
+            if _is_none(dev) and _never_none(send):
+                yield Finding(
+                    code="PAL105", message=_MSG["PAL105"], span=self.span(dev),
+                    detail=("This remote copy has a send semaphore but `device_id` is None: say "
+                            "which device receives the data (e.g. `device_id=(peer,)`), or use "
+                            "`make_async_copy` for a copy on this device."))
+            elif _is_none(send) and _never_none(dev):
+                yield Finding(
+                    code="PAL105", message=_MSG["PAL105"], span=self.span(send),
+                    detail=("This remote copy has a `device_id` but its send semaphore is None: "
+                            "pass a DMA semaphore that is signalled when the data has left this "
+                            "device."))
+
+    def _load(self, node, m: _Maker):
+        """(node, the load it is or holds) when `node` is a load; None otherwise."""
+        if _is_load(node):
+            return node
+        via = self.f.value_of(node, m.scope)
+        if via is not None and _is_load(via):
+            return via
+        return None
+
+    def _explain(self, role: str, node, load) -> tuple[str, tuple]:
+        base, index = self.text(load.value), load.slice
+        whole = isinstance(index, ast.Constant) and index.value is Ellipsis
+        if role == "semaphore" or role.endswith("semaphore"):
+            what = (f"`{self.text(load)}` reads the semaphore's value; "
+                    + (f"pass `{base}` itself." if whole else
+                       f"`{base}.at[{self.text(index)}]` selects the semaphore and keeps it a Ref."))
+        elif whole:
+            what = f"`{self.text(load)}` reads the whole Ref into an Array; pass `{base}` itself."
+        else:
+            what = (f"`{self.text(load)}` reads from the Ref into an Array; "
+                    f"`{base}.at[{self.text(index)}]` is the same window as a Ref.")
+        if load is not node:
+            return (f"The {role} `{self.text(node)}` holds a read (line {load.lineno}): {what}",
+                    ())
+        return f"The {role} {what}", ref_fix(self.ctx, node)
+
+    def _related(self, m: _Maker, kinds) -> tuple:
+        out, seen = [], set()
+        for op, call, _ in m.ops:
+            if op in kinds:
+                span = self.span(call)
+                if span not in seen:
+                    seen.add(span)
+                    out.append(Related(span, f"JAX raises here, when `.{op}()` traces the DMA"))
+        return tuple(out[:3])
+
+    def _loads(self):
+        for m in self.makers.values():
+            a = m.args
+            if m.remote and _is_none(a.get("device_id")) != _is_none(a.get("send_sem")):
+                continue  # PAL105 is raised first, when the descriptor is built
+            if m.api == "async_copy" and any(True for _ in self._priority_args(m)):
+                continue  # PAL108 is checked first
+            started = m.api in _STARTING or any(op == "start" for op, _, _ in m.ops)
+            if m.api == "sync_copy":
+                roles = [("source", "src_ref"), ("destination", "dst_ref")]
+                if isinstance(a.get("src_ref"), (ast.List, ast.Tuple, ast.Dict)):
+                    roles = roles[:1]  # a pytree of Refs into one read: another error first
+            elif m.remote:
+                roles = [("source", "src_ref"), ("destination", "dst_ref"),
+                         ("receive semaphore", "recv_sem")]
+            else:
+                roles = [("source", "src_ref"), ("destination", "dst_ref"), ("semaphore", "sem")]
+            found = [(role, a[key], self._load(a[key], m)) for role, key in roles if key in a]
+            found = [x for x in found if x[2] is not None]
+            if started:
+                for role, node, load in found:
+                    detail, fixes = self._explain(role, node, load)
+                    yield Finding(code="PAL101", message=_MSG["PAL101"], span=self.span(node),
+                                  detail=detail, fixes=fixes,
+                                  related=self._related(m, ("start",)))
+                send = a.get("send_sem")
+                if m.remote and not found and send is not None:
+                    load = self._load(send, m)
+                    if load is not None:
+                        detail, fixes = self._explain("send semaphore", send, load)
+                        yield Finding(code="PAL102", message=_MSG["PAL102"],
+                                      span=self.span(send), detail=detail, fixes=fixes,
+                                      related=self._related(m, ("start",)))
+                continue
+            waits = [op for op, _, _ in m.ops if op in ("wait", "wait_recv", "wait_send")]
+            if not waits or m.escaped:
+                continue
+            if not m.remote and "wait_send" in waits:
+                continue  # PAL106 first
+            sems = [("receive semaphore" if m.remote else "semaphore",
+                     a.get("recv_sem" if m.remote else "sem"))]
+            if m.remote and any(w in ("wait", "wait_send") for w in waits):
+                sems.append(("send semaphore", a.get("send_sem")))
+            for role, node in sems:
+                if node is None:
+                    continue
+                load = self._load(node, m)
+                if load is None:
+                    continue
+                detail, fixes = self._explain(role, node, load)
+                yield Finding(code="PAL110", message=_MSG["PAL110"], span=self.span(node),
+                              detail=("This descriptor is only built to be waited on, and "
+                                      + detail[0].lower() + detail[1:]),
+                              fixes=fixes,
+                              related=self._related(m, ("wait", "wait_recv", "wait_send")))
+
+
+def check(ctx: Context, interp=None):
+    """The floor's findings for the analysed file (its own AST only).
+
+    With `interp` (the interpreter that ran the file), a DMA call in a
+    function the engine ran with the values of a launch, but never reached
+    (a branch JAX does not trace), is left alone: the engine knows it is dead."""
+    src = ctx.src
+    if not enabled() or not any(w in src.text for w in _WORDS):
+        return []
+    return list(_Floor(ctx, _Dead(interp) if interp is not None else None).run())
+
+
+class _Dead:
+    """What the interpreter knows is never traced."""
+
+    def __init__(self, interp):
+        events = interp.events
+        self.ok = not events.truncated  # a step budget ran out: nothing is known dead
+        self.entered = set(interp._entered) - set(interp._unknown_run)
+        self.reached = set()
+        for call in events.dmas:
+            self.reached.add(id(call.node))
+            self.reached.update(id(op.node) for op in call.ops)
+        # No DMA call of the file reached: the engine may not know these APIs
+        # under the names this file uses; then an unreached call is not dead.
+        self.ok = self.ok and any(getattr(n, "_pl_src", None) is None
+                                  for n in (c.node for c in events.dmas))
+
+    def __call__(self, node, scope) -> bool:
+        if not self.ok or id(node) in self.reached:
+            return False
+        while scope is not None and scope.kind != "function":
+            scope = scope.parent
+        return scope is not None and id(scope.node) in self.entered

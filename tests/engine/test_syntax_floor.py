@@ -1,0 +1,302 @@
+"""The syntax floor (engine/rules/syntax_floor.py): DMA mistakes the source
+alone decides, reported in code styles where the interpreter loses track of
+what names are (test-class methods, docs snippets, helpers, temporaries)."""
+import pytest
+from conftest import HEADER, line_of, run
+
+from pallas_lsp.engine.events import Events
+from pallas_lsp.engine.rules import FLOOR, syntax_floor
+from pallas_lsp.engine.rules._base import Context
+from pallas_lsp.engine.source import parse
+
+
+def floor_only(body: str, header: str = HEADER) -> list:
+    """The floor's own findings, before `analyze` dedupes them against the rules."""
+    import textwrap
+    return list(syntax_floor.check(Context(src=parse(header + textwrap.dedent(body)),
+                                           events=Events())))
+
+
+def found(body: str, header: str = HEADER):
+    analysis, src = run(body, header)
+    return [(f.code, f.span.line, f.span.col) for f in analysis.findings], analysis, src
+
+
+def at(src: str, marker: str, text: str) -> tuple[int, int]:
+    line = line_of(src, marker)
+    return line, src.split("\n")[line].index(text)
+
+
+def test_registered_after_the_rules():
+    assert FLOOR == (syntax_floor,)
+
+
+# ---------------------------------------------------------------- positives
+
+
+TEST_CLASS = """
+class CopyTest:
+    def pallas_call(self, *args, **kwargs):
+        return pl.pallas_call(*args, interpret=True, **kwargs)
+
+    def test_copy(self):
+        def kernel(x, o, scratch, sem):
+            pltpu.async_copy(x, scratch[...], sem).wait()  # here
+            pltpu.sync_copy(scratch, o)
+
+        self.pallas_call(kernel, out_shape=None)(1)
+"""
+
+
+def test_test_class_method_launched_through_self():
+    got, analysis, src = found(TEST_CLASS)
+    where = at(src, "# here", "scratch[...]")
+    assert ("PAL101", *where) in got
+    f = next(f for f in analysis.findings if (f.span.line, f.span.col) == where)
+    assert f.message == "DMA source/destination/semaphore arguments must be Refs."
+    assert "`scratch[...]` reads the whole Ref into an Array" in f.detail
+    (fix,) = f.fixes
+    assert fix.safe and [e.new_text for e in fix.edits] == ["scratch"]
+
+
+DOCS = """
+def kernel(src, dst, sems, buf):
+    ...
+    copy = pltpu.make_async_copy(src.at[0], buf[:, ...], sems.at[0])  # here
+    copy.start()
+    ...
+    copy.wait()
+"""
+
+
+def test_docs_snippet_with_placeholders():
+    got, analysis, src = found(DOCS)
+    where = at(src, "# here", "buf[:, ...]")
+    assert ("PAL101", *where) in got
+    f = next(f for f in analysis.findings if (f.span.line, f.span.col) == where)
+    assert [e.new_text for e in f.fixes[0].edits] == ["buf.at[:, ...]"]
+    # where JAX raises: the `.start()` line
+    assert [r.span.line for r in f.related] == [line_of(src, "copy.start()")]
+
+
+HELPER = """
+def make(a, b, s):
+    return pltpu.make_async_copy(a, b[...], s)  # here
+
+
+def user(a, b, s):
+    c = make(a, b, s)
+    c.start()
+    c.wait()
+"""
+
+
+def test_descriptor_returned_by_a_helper_and_started_by_its_caller():
+    got, _, src = found(HELPER)
+    assert ("PAL101", *at(src, "# here", "b[...]")) in got
+
+
+TEMP = """
+def launched_elsewhere(a, b, s):
+    tmp = b[0, ...]
+    pltpu.sync_copy(a, tmp)  # here
+"""
+
+
+def test_a_read_moved_to_a_temporary():
+    got, analysis, src = found(TEMP)
+    assert got == [("PAL101", *at(src, "# here", "tmp"))]
+    assert "holds a read" in analysis.findings[0].detail
+    assert analysis.findings[0].fixes == ()  # the edit would be on another line
+
+
+WAIT_SEND = """
+def make(a, b, s):
+    return pltpu.make_async_copy(a, b, s)
+
+
+class T:
+    def test_it(self, a, b, s):
+        make(a, b, s).wait_send()  # here
+"""
+
+
+def test_wait_send_on_a_helpers_local_descriptor():
+    got, analysis, src = found(WAIT_SEND)
+    where = at(src, "# here", "wait_send")
+    assert got == [("PAL106", *where)]
+    (fix,) = analysis.findings[0].fixes
+    assert fix.safe and [e.new_text for e in fix.edits] == ["wait"]
+
+
+PRIORITY_TEMP = """
+class T:
+    def test_it(self, a, b, s):
+        prio = -1
+        pltpu.make_async_copy(a, b, s).start(priority=prio)  # here
+"""
+
+
+def test_negative_priority_through_a_temporary():
+    got, _, src = found(PRIORITY_TEMP)
+    assert ("PAL108", *at(src, "# here", "prio)")) in got
+
+
+def test_priority_literal_on_async_copy_is_reported_instead_of_the_read():
+    body = """
+    def k(a, b, s):
+        pltpu.async_copy(a[...], b, s, priority=-1)
+    """
+    assert [f.code for f in floor_only(body)] == ["PAL108"]  # JAX checks the priority first
+
+
+def test_wait_only_descriptor_semaphore_read():
+    body = """
+    def k(a, b, s):
+        pltpu.make_async_copy(a, b, s[...]).wait()
+    """
+    (f,) = floor_only(body)
+    assert f.code == "PAL110" and f.message == "Expected the destination semaphore to be a reference"
+
+
+def test_remote_copy_without_device_id():
+    body = """
+    def k(a, b, s, r):
+        pltpu.make_async_remote_copy(a, b, s.at[0], r, device_id=None).start()
+    """
+    (f,) = floor_only(body)
+    assert f.code == "PAL105"
+
+
+@pytest.mark.parametrize("imports, call", [
+    ("from jax.experimental.pallas import tpu as tp", "tp.make_async_copy"),
+    ("from jax.experimental.pallas.tpu import make_async_copy as mac", "mac"),
+    ("import jax.experimental.pallas.tpu", "jax.experimental.pallas.tpu.make_async_copy"),
+    ("from jax.experimental import pallas as P", "P.tpu.make_async_copy"),
+    ("try:\n    from jax.experimental.pallas import tpu as pltpu\nexcept ImportError:\n"
+     "    pltpu = None", "pltpu.make_async_copy"),
+])
+def test_any_import_alias(imports, call):
+    body = f"""
+def k(a, b, s):
+    {call}(a[...], b, s).start()
+"""
+    assert [f.code for f in floor_only(body, imports + "\n")] == ["PAL101"]
+
+
+def test_noqa_applies():
+    assert found(TEMP.replace("# here", "# noqa: PAL101"))[0] == []
+
+
+def test_the_engine_finding_wins_at_the_same_span():
+    body = """
+    def kernel(x_hbm, o_hbm, buf, sem):
+        copy = pltpu.make_async_copy(buf[...], o_hbm, sem)
+        copy.start()
+        copy.wait()
+
+    pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                   in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                   out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                   scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                   pltpu.SemaphoreType.DMA])
+    """
+    got, _, _ = found(body)
+    assert [c for c, _, _ in got] == ["PAL101"]  # one finding, not two
+
+
+def test_switched_off(monkeypatch):
+    monkeypatch.setenv("PALLAS_LSP_NO_SYNTAX_FLOOR", "1")
+    assert found(TEMP)[0] == []
+
+
+# ---------------------------------------------------------------- negatives
+
+
+@pytest.mark.parametrize("body", [
+    # a list of Refs indexed gives a Ref
+    "def k(refs, b, s):\n    pltpu.make_async_copy(refs[0], b, s).start()\n",
+    "def k(refs, b, s):\n    pltpu.sync_copy(refs[0], b)\n",
+    # views
+    "def k(a, b, s):\n    pltpu.make_async_copy(a.at[...], b.at[:, ...], s).start()\n",
+    # a slice of a list is a list: JAX fails otherwise, or not at all
+    "def k(a, b, s):\n    pltpu.sync_copy(a[:], b[0:8])\n",
+    # rebound descriptor name
+    "def k(a, b, s, r, c):\n    d = pltpu.make_async_copy(a, b, s)\n"
+    "    if c:\n        d = pltpu.make_async_remote_copy(a, b, s, r, device_id=(1,))\n"
+    "    d.wait_send()\n",
+    "def k(a, b, s, d):\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n",
+    "def k(a, b, s):\n    global d\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n",
+    "def k(a, b, s):\n    for d in [pltpu.make_async_copy(a, b, s)]:\n        d.wait_send()\n",
+    # a remote copy has a send side
+    "def k(a, b, s, r):\n    d = pltpu.make_async_remote_copy(a, b, s, r, device_id=(1,))\n"
+    "    d.start()\n    d.wait_send()\n    d.wait_recv()\n",
+    # wait_recv on a local copy is allowed
+    "def k(a, b, s):\n    pltpu.make_async_copy(a, b, s).wait_recv()\n",
+    # priorities
+    "def k(a, b, s):\n    pltpu.async_copy(a, b, s, priority=0)\n"
+    "    pltpu.make_async_copy(a, b, s).start(priority=1)\n",
+    "def k(a, b, s, p):\n    pltpu.make_async_copy(a, b, s).start(priority=-p)\n",
+    # a descriptor never started: JAX checks Refs at `.start()`
+    "def k(a, b, s):\n    return pltpu.make_async_copy(a[...], b, s)\n",
+    # a wait-only descriptor that also escapes: it may be started elsewhere first
+    "def k(a, b, s, out):\n    d = pltpu.make_async_copy(a, b, s[...])\n    out.append(d)\n"
+    "    d.wait()\n",
+    # device_id unknown: may be None too
+    "def k(a, b, s, r, dev):\n    pltpu.make_async_remote_copy(a, b, None, r, device_id=dev).start()\n",
+    # the user's own make_async_copy
+    "def make_async_copy(a, b, s):\n    return (a, b, s)\n\n"
+    "def k(a, b, s):\n    d = make_async_copy(a[...], b, s)\n    d.start()\n    d.wait_send()\n",
+    # *args / **kwargs
+    "def k(args, kw):\n    pltpu.async_copy(*args, priority=-1)\n",
+])
+def test_silent(body):
+    # Some of these are mistakes the interpreter reports (a rebound name); the
+    # floor, which only reads the text, leaves them alone.
+    assert floor_only(body) == []
+
+
+@pytest.mark.parametrize("body", [
+    "def k(refs, b, s):\n    pltpu.make_async_copy(refs[0], b, s).start()\n",
+    "def k(a, b, s):\n    pltpu.make_async_copy(a.at[...], b.at[:, ...], s).start()\n",
+    "def k(a, b, s):\n    pltpu.make_async_copy(a, b, s).wait_recv()\n",
+    "def k(a, b, s, r):\n    d = pltpu.make_async_remote_copy(a, b, s, r, device_id=(1,))\n"
+    "    d.start()\n    d.wait_send()\n    d.wait_recv()\n",
+])
+def test_correct_code_gets_nothing(body):
+    assert floor_only(body) == []
+    assert run(body)[0].findings == []
+
+
+def test_own_module_named_like_pallas_is_not_followed():
+    header = "from mylib import tpu as pltpu\n"
+    body = "def k(a, b, s):\n    pltpu.make_async_copy(a[...], b, s).start()\n"
+    assert floor_only(body, header) == []
+
+
+def test_gpu_code_is_out_of_scope():
+    header = "from jax.experimental.pallas import mosaic_gpu as plgpu\n"
+    body = ("def k(a, b, s):\n    plgpu.copy_gmem_to_smem(a[...], b, s)\n"
+            "    plgpu.async_copy(a[...], b, s)\n")
+    assert floor_only(body, header) == []
+
+
+def test_relative_import_is_not_pallas():
+    header = "from . import tpu as pltpu\n"
+    body = "def k(a, b, s):\n    pltpu.async_copy(a[...], b, s)\n"
+    assert floor_only(body, header) == []
+
+
+def test_files_without_the_apis_are_not_walked():
+    assert floor_only("def k(a):\n    return a[...]\n") == []
+
+
+def test_code_after_a_return_is_left_alone():
+    # after `return`: JAX never traces it
+    body = """
+    def k(a, b, s):
+        pltpu.sync_copy(a, b)
+        return
+        pltpu.sync_copy(a[...], b)
+    """
+    assert floor_only(body) == []
