@@ -36,3 +36,24 @@ def test_library_only_files_naming_nothing_pallas_are_inert(text):
 def test_an_inert_file_is_still_checked_for_syntax_errors():
     assert analyze(TABLE + "}\n", "t.py").syntax_error
     assert not analyze(TABLE, "t.py").syntax_error
+
+
+def test_a_long_chain_of_helpers_is_relevant_end_to_end():
+    """h0 -> h1 -> ... -> h{n-1}, the last one naming Pallas: every helper can
+    lead to a kernel. (The worklist reaches the whole chain; the old fixpoint
+    did too, in rounds that rescanned every def, quadratic in the chain.)"""
+    import ast
+
+    from pallas_lsp.engine.model import Api
+    from pallas_lsp.engine.relevance import relevant_defs
+    from pallas_lsp.engine.source import parse
+
+    n = 300
+    text = "from jax.experimental.pallas import tpu as pltpu\n" + "".join(
+        f"def h{i}(x):\n    return h{i + 1}(x)\n" for i in range(n - 1)) + \
+        f"def h{n - 1}(x):\n    return pltpu.semaphore_signal(x)\n" + \
+        "def unrelated(y):\n    return y + 1\nalias = h0\n"
+    src = parse(text)
+    defs = [d for d in src.tree.body if isinstance(d, ast.FunctionDef)]
+    found = relevant_defs(src, defs, [], {"pltpu": Api(name="pltpu")})
+    assert found == {id(d) for d in defs if d.name != "unrelated"}

@@ -29,36 +29,45 @@ _PALLAS_HEADS = ("pl.", "pltpu.", "plgpu.", "plsc.")
 def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
                   module_vars: dict) -> set[int]:
     """ids of the defs (in `defs`) that mention something Pallas, or a def,
-    class or module-level name that does, or one of the user's modules."""
-    spans = [(d.lineno - 1, (d.end_lineno or d.lineno) - 1, d) for d in defs]
-    cls_spans = [(c.lineno - 1, (c.end_lineno or c.lineno) - 1, c) for c in classes]
+    class or module-level name that does, or one of the user's modules.
+
+    A worklist over words: each word's lines are looked up once, each line
+    knows the defs and classes around it, so the cost is linear in the
+    mentions (a fixpoint that rescanned every def per round was quadratic in
+    a chain of helpers, each calling the next)."""
     words = set(_ALWAYS) | {name for name, v in module_vars.items() if _seed(v)}
     # Every word the fixpoint can ever look for is known now: find their
     # lines in one pass over the text.
     candidates = words | set(module_vars) | {d.name for d in defs} | {c.name for c in classes}
     where = _word_lines(src.lines, candidates)
+    owners: dict[int, list[tuple[bool, ast.AST]]] = {}  # line -> the defs / classes spanning it
+    for is_def, nodes in ((True, defs), (False, classes)):
+        for node in nodes:
+            for line in range(node.lineno - 1, (node.end_lineno or node.lineno)):
+                owners.setdefault(line, []).append((is_def, node))
+    aliases: dict[int, list[str]] = {}  # node id -> module-level names bound to it
+    for name, v in module_vars.items():
+        nid = _node_of(v)
+        if nid:
+            aliases.setdefault(nid, []).append(name)
     relevant: set[int] = set()
     relevant_cls: set[int] = set()
     done: set[str] = set()
-    while new := words - done:  # ends: every word added is one of `candidates`
-        done |= new
-        hits = sorted({line for w in new for line in where.get(w, ())})
-        if not hits:
+    todo = list(words)
+    while todo:
+        w = todo.pop()
+        if w in done:
             continue
-        grown: set[str] = set()
-        for first, last, node in spans:
-            if id(node) not in relevant and any_between(hits, first, last):
-                relevant.add(id(node))
-                grown.add(node.name)
-        for first, last, node in cls_spans:
-            if id(node) not in relevant_cls and any_between(hits, first, last):
-                relevant_cls.add(id(node))
-                grown.add(node.name)
-        # Module-level aliases of what just became relevant (`fn = partial(kernel, ...)`).
-        for name, v in module_vars.items():
-            if name not in done and _node_of(v) in relevant | relevant_cls:
-                grown.add(name)
-        words |= grown
+        done.add(w)
+        for line in where.get(w, ()):
+            for is_def, node in owners.get(line, ()):
+                seen = relevant if is_def else relevant_cls
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                todo.append(node.name)
+                # Module-level aliases of what just became relevant (`fn = partial(kernel, ...)`).
+                todo.extend(aliases.get(id(node), ()))
     return relevant
 
 
