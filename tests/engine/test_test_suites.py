@@ -3,8 +3,6 @@ a test base class (`self.pallas_call`, `self.kernel`, in this file or in
 another module), kernels decorated with such a method, Refs made by
 `run_state`, and Pallas modules imported conditionally. A correct kernel
 gets no finding; its buggy twin gets the expected one, on the right line."""
-import os
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -416,7 +416,7 @@ async def test_command_arguments_are_validated_without_echoing_them(tmp_path):
         cases = [(CANCEL, {"uri": 5}), (CANCEL, {"uri": uri + "\x00x"}), (CANCEL, {"uri": huge}),
                  (CANCEL, {"uri": uri, "other": 1}), (CANCEL, [uri]),
                  (RUN, {"uri": 5}), (RUN, {"uri": uri + "\x00x"}), (RUN, {"uri": huge}),
-                 (RUN, {"uri": uri, "mode": "m" * 100_000}), (RUN, {"uri": uri, "target": huge}),
+                 (RUN, {"uri": uri, "mode": "m" * 100_000}), (RUN, {"uri": uri, "mode": 5}), (RUN, {"uri": uri, "target": huge}),
                  (RUN, {"uri": uri, "k" * 100_000: 1})]
         for command, arg in cases:
             with pytest.raises(JsonRpcException) as err:

@@ -8,7 +8,6 @@ what it needs loads when it runs.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from pallas_lsp import __version__
@@ -41,11 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return args.func(args)
-    except BrokenPipeError:
-        try:  # nothing more reaches the reader; keep the interpreter's final flush quiet
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except OSError:
-            pass
+    except BrokenPipeError:  # nothing more reaches the reader (`| head`)
+        from pallas_lsp.cli._common import quiet_stdout
+        quiet_stdout()
         return EXIT_CLEAN
     except KeyboardInterrupt:
         return 130

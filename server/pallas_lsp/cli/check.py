@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from pallas_lsp.cli._common import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE, err
+from pallas_lsp.cli._common import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE, err,
+                                    quiet_stdout)
 from pallas_lsp.cli.output import FORMATS
 
 
@@ -227,7 +228,7 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
         raise  # the reader left (`| head`): main() ends quietly, as Unix tools do
     except OSError as exc:  # stdout unusable, a full disk
         err(f"cannot write the report: {exc.strerror or exc}")
-        _quiet_stdout()
+        quiet_stdout()
         return EXIT_USAGE
     finally:
         if handle is not None and not handle.closed:
@@ -244,16 +245,6 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     if args.fix_only or args.exit_zero:
         return EXIT_CLEAN
     return EXIT_FINDINGS if rows else EXIT_CLEAN
-
-
-def _quiet_stdout() -> None:
-    """stdout failed: point it at /dev/null so that Python's own flush at exit
-    does not print a second, longer error."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def _output_format(args, paths, options) -> str:

@@ -72,12 +72,6 @@ class RunRequest:
 MAX_URI = 8192  # longer is no file of a workspace; refused without echoing it
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    """A value for an error message: never the whole of a huge input."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
-
-
 def check_uri(uri: Any, command: str) -> str:
     """A command's `uri` argument, validated (raises RunArgsError)."""
     if not isinstance(uri, str) or not uri:
@@ -111,7 +105,7 @@ def parse_run_args(args: Any) -> RunRequest:
                            "characters, no NUL) or null")
     mode = args.get("mode")
     if mode is not None and mode not in ("interpret", "tpu"):
-        raise RunArgsError(f'{RUN_COMMAND}: `mode` must be "interpret" or "tpu", got {_short(mode)}')
+        raise RunArgsError(f'{RUN_COMMAND}: `mode` must be "interpret" or "tpu", got {_short(mode, 80)}')
     races = args.get("races", False)
     if races is None:
         races = False
@@ -315,7 +309,7 @@ class RunManager:
 
         path = to_fs_path(req.uri) if req.uri.startswith("file:") else None
         if not path:
-            raise TargetError(f"{_short(req.uri)}: only file URIs can be run")
+            raise TargetError(f"{_short(req.uri, 80)}: only file URIs can be run")
         roots = self.allowed_roots()
         cwd = _folder_of(path, roots)
         if cwd is None:
@@ -746,8 +740,10 @@ def _folder_of(path: str, folders: list[str]) -> str | None:
     return max(inside, key=lambda f: len(os.path.realpath(f))) if inside else None
 
 
-def _short(line: str, limit: int = 200) -> str:
-    line = line.replace("\t", " ").strip()
+def _short(value: Any, limit: int = 200) -> str:
+    """One line for a progress report or an error message (any value; never
+    the whole of a huge input)."""
+    line = (value if isinstance(value, str) else repr(value)).replace("\t", " ").strip()
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from pallas_lsp.engine import api
 from pallas_lsp.engine.binding.decorators import (CoreMapDecorator, KernelDecorator,
                                                   LoopDecorator, RunStateDecorator, WhenDecorator,
                                                   WithScoped)
@@ -49,7 +50,7 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
     if t == "with_scoped":
         return WithScoped(args=tuple(args), kwargs=tuple(
             (k, a) for k, a in kwargs.items() if k != "collective_axes"))
-    if t == "run_state" or name in RUN_STATE:
+    if is_run_state(name):
         # `pl.run_state(f)`: `f` gets Refs when the result is called.
         body = pick(args, kwargs, 0, "f")
         return RunStateDecorator() if body is None else \
@@ -68,6 +69,11 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
 # `run_state` where jax defines it (pl.run_state re-exports it).
 RUN_STATE = {"jax._src.state.discharge.run_state", "jax._src.state.discharge.run_state_reference",
              "jax._src.state.run_state"}
+
+
+def is_run_state(name: str) -> bool:
+    """`pl.run_state` / `pltpu.run_state` (any canonical `*.run_state`), or jax's own."""
+    return api.tail(name) == "run_state" or name in RUN_STATE
 
 
 def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg],

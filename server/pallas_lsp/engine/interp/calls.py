@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from pallas_lsp.engine import api, apis, pyops, variants
+from pallas_lsp.engine import apis, pyops, variants
 from pallas_lsp.engine.apis import kernels
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
                                                   ScopedFunc, StateFunc)
@@ -386,7 +386,7 @@ class CallsMixin:
         d = self.eval(dec, frame)
         if isinstance(d, Decorator):
             return d.apply(self, func, dec, frame)
-        if isinstance(d, Api) and (api.tail(d.name) == "run_state" or d.name in kernels.RUN_STATE):
+        if isinstance(d, Api) and kernels.is_run_state(d.name):
             return RunStateDecorator().apply(self, func, dec, frame)  # `@pl.run_state`
         if isinstance(d, Func) and isinstance(func, Func):
             # The user's decorator (or a partial of it, `partial(self.pallas_call,

@@ -240,7 +240,6 @@ class StatementsMixin:
 
     stmt_TryStar = stmt_Try
 
-
     def stmt_Delete(self, node: ast.Delete, frame: Frame) -> None:
         pass
 

@@ -95,13 +95,18 @@ def raise_sites(ctx: Context, call: DmaCall, ops, what: str) -> tuple[Related, .
     """Related information: where JAX raises (the .start()/.wait() line)."""
     if call.implicit_start and what == "start":
         return ()
+    return raised_at(ctx, ((op.op, op.node) for op in ops))
+
+
+def raised_at(ctx: Context, sites) -> tuple[Related, ...]:
+    """Related information for (method name, call node) pairs: at most three."""
     seen, out = set(), []
-    for op in ops:
-        span = ctx.span(op.node)
+    for op, node in sites:
+        span = ctx.span(node)
         if span in seen:
             continue
         seen.add(span)
-        out.append(Related(span, f"JAX raises here, when `.{op.op}()` traces the DMA"))
+        out.append(Related(span, f"JAX raises here, when `.{op}()` traces the DMA"))
     return tuple(out[:3])
 
 
@@ -134,17 +139,24 @@ def explain_value(ctx: Context, node: ast.AST, value) -> str:
     """Why `node` is not a Ref, in words about the user's own code."""
     text = ctx.text(node)
     if isinstance(node, ast.Subscript):
-        base = ctx.text(node.value)
-        if isinstance(value, Array) and value.sem is not None:
-            return (f"`{text}` reads the semaphore's value; `{base}.at[{ctx.text(node.slice)}]` "
-                    f"selects the semaphore and keeps it a Ref.")
-        if isinstance(node.slice, ast.Constant) and node.slice.value is Ellipsis:
-            return f"`{text}` reads the whole Ref into an Array; pass `{base}` itself."
-        return (f"`{text}` reads from the Ref into an Array; `{base}.at[{ctx.text(node.slice)}]` "
-                f"is the same window as a Ref.")
+        return explain_read(ctx, node, sem=isinstance(value, Array) and value.sem is not None)
     origin = getattr(value, "origin", "")
     where = f" ({origin})" if origin else ""
     return f"`{text}` is an Array{where}, not a Ref."
+
+
+def explain_read(ctx: Context, node: ast.Subscript, *, sem: bool) -> str:
+    """Why the read `x[...]` / `x[i, ...]` (of a semaphore when `sem`) is not a Ref."""
+    text, base = ctx.text(node), ctx.text(node.value)
+    whole = isinstance(node.slice, ast.Constant) and node.slice.value is Ellipsis
+    if sem:
+        return (f"`{text}` reads the semaphore's value; "
+                + (f"pass `{base}` itself." if whole else
+                   f"`{base}.at[{ctx.text(node.slice)}]` selects the semaphore and keeps it a Ref."))
+    if whole:
+        return f"`{text}` reads the whole Ref into an Array; pass `{base}` itself."
+    return (f"`{text}` reads from the Ref into an Array; `{base}.at[{ctx.text(node.slice)}]` "
+            f"is the same window as a Ref.")
 
 
 def sem_shape_text(shape) -> str:
@@ -153,4 +165,5 @@ def sem_shape_text(shape) -> str:
 
 __all__ = ["Context", "Finding", "Fix", "Edit", "Related", "Severity", "Span", "Ref", "Array",
            "Const", "SemKind", "Iterable", "is_value", "start_ops", "wait_ops", "wait_only",
-           "raise_sites", "ref_fix", "at_fix", "explain_value", "sem_shape_text"]
+           "raise_sites", "raised_at", "ref_fix", "at_fix", "explain_value", "explain_read",
+           "sem_shape_text"]

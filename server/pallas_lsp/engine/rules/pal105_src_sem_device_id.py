@@ -15,18 +15,18 @@ def check(ctx: Context):
             continue
         dev, send = call.device_id, call.send_sem
         if _is_none(dev) and send is not None and send.present and not _is_none(send):
-            yield Finding(
-                code=CODE,
-                message=MESSAGE,
-                detail=(f"This remote copy has a send semaphore but `device_id` is "
-                         f"None: say which device receives the data (e.g. `device_id=(peer,)`), "
-                         f"or use `make_async_copy` for a copy on this device."),
-                span=ctx.span(dev.node), fixes=())
+            yield finding(ctx, dev.node, device_is_none=True)
         elif _is_none(send) and dev is not None and dev.present and not _is_none(dev):
-            yield Finding(
-                code=CODE,
-                message=MESSAGE,
-                detail=(f"This remote copy has a `device_id` but its send semaphore "
-                         f"is None: pass a DMA semaphore that is signalled when the data has "
-                         f"left this device."),
-                span=ctx.span(send.node), fixes=())
+            yield finding(ctx, send.node, device_is_none=False)
+
+
+def finding(ctx: Context, node, *, device_is_none: bool) -> Finding:
+    """On the None (`device_id` or the send semaphore); also the syntax floor's."""
+    if device_is_none:
+        detail = ("This remote copy has a send semaphore but `device_id` is None: say which "
+                  "device receives the data (e.g. `device_id=(peer,)`), or use "
+                  "`make_async_copy` for a copy on this device.")
+    else:
+        detail = ("This remote copy has a `device_id` but its send semaphore is None: pass a "
+                  "DMA semaphore that is signalled when the data has left this device.")
+    return Finding(code=CODE, message=MESSAGE, detail=detail, span=ctx.span(node), fixes=())

@@ -18,14 +18,19 @@ def check(ctx: Context):
             p = arg.value.value
             if not isinstance(p, int) or isinstance(p, bool) or p >= 0:
                 continue
-            yield Finding(
-                code=CODE,
-                message=MESSAGE.format(priority=p),
-                detail=(f"Priorities are 0 (the default) or "
-                         f"higher; drop the argument to use the default."),
-                span=ctx.span(arg.node),
-                fixes=_drop_priority(ctx, call_node, arg.node),
-            )
+            yield finding(ctx, call_node, arg.node, p)
+
+
+def finding(ctx: Context, call_node: ast.Call, value_node: ast.AST, priority: int, *,
+            fixable: bool = True) -> Finding:
+    """On the priority argument (also the syntax floor's; `fixable`: a literal there)."""
+    return Finding(
+        code=CODE,
+        message=MESSAGE.format(priority=priority),
+        detail="Priorities are 0 (the default) or higher; drop the argument to use the default.",
+        span=ctx.span(value_node),
+        fixes=_drop_priority(ctx, call_node, value_node) if fixable else (),
+    )
 
 
 def _drop_priority(ctx: Context, call_node: ast.Call, value_node: ast.AST):

@@ -38,8 +38,13 @@ import os
 
 from pallas_lsp.engine import api
 from pallas_lsp.engine.model import Span
-from pallas_lsp.engine.rules._base import Context, Edit, Finding, Fix, Related, ref_fix
-from pallas_lsp.engine.rules.pal108_negative_priority import _drop_priority
+from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
+                                     pal102_send_sem_not_ref as pal102,
+                                     pal105_src_sem_device_id as pal105,
+                                     pal106_wait_send_local as pal106,
+                                     pal108_negative_priority as pal108,
+                                     pal110_wait_sem_not_ref as pal110)
+from pallas_lsp.engine.rules._base import Context, Finding, explain_read, raised_at, ref_fix
 from pallas_lsp.engine.syntax import _FIELDS, _fields, children
 
 CODES = ("PAL101", "PAL102", "PAL105", "PAL106", "PAL108", "PAL110")
@@ -62,14 +67,6 @@ _METHODS = {"start", "wait", "wait_recv", "wait_send"}
 _WORDS = ("make_async_copy", "async_copy", "async_remote_copy", "make_async_remote_copy",
           "sync_copy")
 
-_MSG = {
-    "PAL101": "DMA source/destination/semaphore arguments must be Refs.",
-    "PAL102": "DMA source semaphore must be a Ref.",
-    "PAL105": "Either both or neither `src_sem` and `device_id` can be set.",
-    "PAL106": "Cannot `wait_send` on a local copy.",
-    "PAL108": "DMA start priority must be non-negative: {priority}",
-    "PAL110": "Expected the destination semaphore to be a reference",
-}
 
 
 def enabled() -> bool:
@@ -508,15 +505,7 @@ class _Floor:
             for op, call, attr in m.ops:
                 if op != "wait_send" or call.args or call.keywords:
                     continue
-                a = self.span(attr)
-                name = Span(a.end_line, a.end_col - len("wait_send"), a.end_line, a.end_col,
-                            a.path)
-                yield Finding(
-                    code="PAL106", message=_MSG["PAL106"], span=name,
-                    detail=(f"This descriptor comes from `{m.api}` (line {m.call.lineno}), "
-                            f"which has no send side; `.wait()` waits for the data to arrive."),
-                    fixes=(Fix(title="Replace `.wait_send()` with `.wait()`",
-                               edits=(Edit(name, "wait"),), safe=True),))
+                yield pal106.finding(self.ctx, attr, m.api, m.call.lineno)
 
     def _priority_args(self, m: _Maker):
         """(value node, literal, the call holding it) for each priority of `m`."""
@@ -546,13 +535,7 @@ class _Floor:
                 if id(node) in seen:
                     continue
                 seen.add(id(node))
-                yield Finding(
-                    code="PAL108", message=_MSG["PAL108"].format(priority=p),
-                    span=self.span(node),
-                    detail=("Priorities are 0 (the default) or higher; drop the argument to use "
-                            "the default."),
-                    fixes=_drop_priority(self.ctx, call, node) if _neg_int(node) is not None
-                    else ())
+                yield pal108.finding(self.ctx, call, node, p, fixable=_neg_int(node) is not None)
 
     def _device_id(self):
         for m in self.makers.values():
@@ -562,17 +545,9 @@ class _Floor:
             if dev is None or send is None:
                 continue
             if _is_none(dev) and _never_none(send):
-                yield Finding(
-                    code="PAL105", message=_MSG["PAL105"], span=self.span(dev),
-                    detail=("This remote copy has a send semaphore but `device_id` is None: say "
-                            "which device receives the data (e.g. `device_id=(peer,)`), or use "
-                            "`make_async_copy` for a copy on this device."))
+                yield pal105.finding(self.ctx, dev, device_is_none=True)
             elif _is_none(send) and _never_none(dev):
-                yield Finding(
-                    code="PAL105", message=_MSG["PAL105"], span=self.span(send),
-                    detail=("This remote copy has a `device_id` but its send semaphore is None: "
-                            "pass a DMA semaphore that is signalled when the data has left this "
-                            "device."))
+                yield pal105.finding(self.ctx, send, device_is_none=False)
 
     def _load(self, node, m: _Maker):
         """(node, the load it is or holds) when `node` is a load; None otherwise."""
@@ -584,31 +559,14 @@ class _Floor:
         return None
 
     def _explain(self, role: str, node, load) -> tuple[str, tuple]:
-        base, index = self.text(load.value), load.slice
-        whole = isinstance(index, ast.Constant) and index.value is Ellipsis
-        if role == "semaphore" or role.endswith("semaphore"):
-            what = (f"`{self.text(load)}` reads the semaphore's value; "
-                    + (f"pass `{base}` itself." if whole else
-                       f"`{base}.at[{self.text(index)}]` selects the semaphore and keeps it a Ref."))
-        elif whole:
-            what = f"`{self.text(load)}` reads the whole Ref into an Array; pass `{base}` itself."
-        else:
-            what = (f"`{self.text(load)}` reads from the Ref into an Array; "
-                    f"`{base}.at[{self.text(index)}]` is the same window as a Ref.")
+        what = explain_read(self.ctx, load, sem=role.endswith("semaphore"))
         if load is not node:
             return (f"The {role} `{self.text(node)}` holds a read (line {load.lineno}): {what}",
                     ())
         return f"The {role} {what}", ref_fix(self.ctx, node)
 
     def _related(self, m: _Maker, kinds) -> tuple:
-        out, seen = [], set()
-        for op, call, _ in m.ops:
-            if op in kinds:
-                span = self.span(call)
-                if span not in seen:
-                    seen.add(span)
-                    out.append(Related(span, f"JAX raises here, when `.{op}()` traces the DMA"))
-        return tuple(out[:3])
+        return raised_at(self.ctx, ((op, call) for op, call, _ in m.ops if op in kinds))
 
     def _loads(self):
         for m in self.makers.values():
@@ -632,7 +590,7 @@ class _Floor:
             if started:
                 for role, node, load in found:
                     detail, fixes = self._explain(role, node, load)
-                    yield Finding(code="PAL101", message=_MSG["PAL101"], span=self.span(node),
+                    yield Finding(code=pal101.CODE, message=pal101.MESSAGE, span=self.span(node),
                                   detail=detail, fixes=fixes,
                                   related=self._related(m, ("start",)))
                 send = a.get("send_sem")
@@ -640,7 +598,7 @@ class _Floor:
                     load = self._load(send, m)
                     if load is not None:
                         detail, fixes = self._explain("send semaphore", send, load)
-                        yield Finding(code="PAL102", message=_MSG["PAL102"],
+                        yield Finding(code=pal102.CODE, message=pal102.MESSAGE,
                                       span=self.span(send), detail=detail, fixes=fixes,
                                       related=self._related(m, ("start",)))
                 continue
@@ -660,7 +618,7 @@ class _Floor:
                 if load is None:
                     continue
                 detail, fixes = self._explain(role, node, load)
-                yield Finding(code="PAL110", message=_MSG["PAL110"], span=self.span(node),
+                yield Finding(code=pal110.CODE, message=pal110.MESSAGE, span=self.span(node),
                               detail=("This descriptor is only built to be waited on, and "
                                       + detail[0].lower() + detail[1:]),
                               fixes=fixes,
