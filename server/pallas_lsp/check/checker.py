@@ -11,6 +11,7 @@ from pathlib import Path
 from pallas_lsp.check.config import ProjectConfig, find_pyproject, load_project_config
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.analyze import MAX_BYTES
+from pallas_lsp.engine.cells import NOTEBOOK, DocumentError, Program, document_kind, to_program
 from pallas_lsp.engine.model import Analysis, Finding
 from pallas_lsp.engine.project import Project
 from pallas_lsp.engine.source import decode_bytes
@@ -26,6 +27,7 @@ class Problem:
     message: str
     line: int = 1
     column: int = 1
+    cell: int | None = None  # a notebook's cell (1-based); line and column are in it
 
 
 @dataclass
@@ -84,9 +86,11 @@ class Configs:
 
 def discover(paths: list[Path], configs: Configs | None = None
              ) -> tuple[list[Path], list[Problem]]:
-    """The .py/.pyi files under `paths`, in a stable order, without the
-    excluded ones (`exclude`, `extend-exclude`, .gitignore). A path named
-    here is checked even when excluded, unless force-exclude is on. Only
+    """The files under `paths` that `include` takes (.py, .pyi, .ipynb by
+    default; Markdown and rst pages when a pattern names them), in a stable
+    order, without the excluded ones (`exclude`, `extend-exclude`,
+    .gitignore). A path named here is checked even when excluded, unless
+    force-exclude is on, and whatever its suffix. Only
     regular files (symbolic links to them too) are taken; FIFOs, devices,
     sockets and broken links become problems. The walk keeps its own stack,
     so a deep tree cannot exhaust Python's recursion limit, and it does not
@@ -158,7 +162,7 @@ def _walk(top: Path, files: list[Path], problems: list[Problem], seen: set[str],
             path = folder / entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
-                if not is_dir and not entry.name.endswith((".py", ".pyi")):
+                if not is_dir and not cfg.included(entry.name, str(path)):
                     continue
                 pattern = cfg.excluded_entry(str(path), is_dir)
                 if pattern is not None:
@@ -250,6 +254,21 @@ def decode(path: Path, data: bytes) -> tuple[str | None, Problem | None]:
     return text, None
 
 
+def read_document(path: Path) -> tuple[str | None, Problem | None]:
+    """A notebook or page, as UTF-8 (JSON, Markdown and rst know no coding
+    cookie). The byte limit is the one for sources; a notebook's outputs
+    count there, but only its code must fit the engine (see _analyse_one)."""
+    data, problem = read_bytes(path)
+    if problem is not None:
+        return None, problem
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        return None, Problem(path, "decode", f"not valid UTF-8 (byte {exc.start}): skipped",
+                             line)
+
+
 def _too_large(path: Path, size: str) -> Problem:
     return Problem(path, "too-large", f"file too large to check ({size}; pallas-lsp analyses "
                    f"at most {MAX_BYTES:,} characters): skipped")
@@ -264,6 +283,8 @@ class Checked:
     analysis: Analysis | None
     findings: list[Finding]
     config: ProjectConfig | None = None
+    # A notebook or docs page: the findings are in its program's coordinates.
+    document: Program | None = None
 
 
 # Callers outside the checked paths analysed to see how a checked helper
@@ -297,12 +318,16 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
     checked: dict[str, Checked] = {}
     foreign: dict[str, list[Finding]] = {}
     reach: dict[str, dict] = {}  # coverage of a file's sites seen from other files
-    for path, real, analysis, problem in analysed:
+    for path, real, analysis, problem, document in analysed:
         if problem is not None:
             problems.append(problem)
             continue
-        _note_problems(path, analysis, problems, sources.get(real))
-        checked[real] = Checked(path, analysis, list(analysis.findings), configs.for_file(path))
+        if document is not None:
+            _note_document_problems(path, analysis, document, problems, options.notes)
+        else:
+            _note_problems(path, analysis, problems, sources.get(real))
+        checked[real] = Checked(path, analysis, list(analysis.findings), configs.for_file(path),
+                                document)
         for other, found in analysis.foreign.items():
             foreign.setdefault(other, []).extend(found)
         _note_reach(reach, analysis)
@@ -371,16 +396,26 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage: bool
-                 ) -> tuple[Path, str, Analysis | None, Problem | None]:
+def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage: bool):
+    """(path, real path, analysis, problem, document) of one file."""
     real = os.path.realpath(path)
     text = sources.get(real)
+    kind = document_kind(str(path))
     if text is None:
-        text, problem = read_source(path)
+        text, problem = read_document(path) if kind is not None else read_source(path)
         if problem is not None:
-            return path, real, None, problem
+            return path, real, None, problem, None
+    document = None
+    if kind is not None:
+        try:
+            document = to_program(text, kind)
+        except DocumentError as exc:
+            return path, real, None, Problem(path, "malformed", f"{exc}: skipped"), None
+        text = document.text
+        if len(text) > MAX_BYTES:
+            return path, real, None, _too_large(path, f"{len(text):,} characters of code"), None
     analysis = analyze(text, real, project=project, coverage=coverage, findings_only=True)
-    return path, real, analysis, None
+    return path, real, analysis, None, document
 
 
 _worker: dict = {}
@@ -393,14 +428,14 @@ def _worker_start(root: str, sources: dict[str, str], coverage: bool) -> None:
 
 def _worker_run(item: tuple[int, str]):
     index, path = item
-    path, real, analysis, problem = _analyse_one(Path(path), _worker["project"],
-                                                 _worker["sources"], _worker["coverage"])
+    path, real, analysis, problem, document = _analyse_one(
+        Path(path), _worker["project"], _worker["sources"], _worker["coverage"])
     if analysis is not None:  # only what the parent reads travels back
         analysis = Analysis(path=analysis.path, findings=analysis.findings,
                             foreign=analysis.foreign, coverage=analysis.coverage,
                             syntax_error=analysis.syntax_error,
                             internal_error=analysis.internal_error)
-    return index, real, analysis, problem
+    return index, real, analysis, problem, document
 
 
 def _analyse_in_processes(files: list[Path], root: Path, options: Options, jobs: int):
@@ -423,9 +458,9 @@ def _analyse_in_processes(files: list[Path], root: Path, options: Options, jobs:
     out: list = [None] * len(files)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
                              initargs=(str(root), options.sources, options.coverage)) as pool:
-        for index, real, analysis, problem in pool.map(
+        for index, real, analysis, problem, document in pool.map(
                 _worker_run, [(i, str(files[i])) for i in order], chunksize=1):
-            out[index] = (files[index], real, analysis, problem)
+            out[index] = (files[index], real, analysis, problem, document)
     return out
 
 
@@ -494,6 +529,29 @@ def _note_problems(path: Path, analysis: Analysis, problems: list[Problem],
         message = analysis.syntax_error.split(": ", 1)[-1]
         problems.append(Problem(path, "syntax", f"SyntaxError: {message} (the rest of the file "
                                 f"was still checked)", line, _syntax_column(path, line, text)))
+
+
+def _note_document_problems(path: Path, analysis: Analysis, document: Program,
+                            problems: list[Problem], notes: list[str]) -> None:
+    """A notebook's or page's cells that do not parse, where they are in it
+    (each was left out on its own: the others were checked)."""
+    if document.note:
+        notes.append(f"{path}: {document.note}")
+    if analysis.internal_error:
+        problems.append(Problem(path, "internal", "pallas-lsp could not analyse this file "
+                                f"({analysis.internal_error}); please report it"))
+    notebook = document.kind == NOTEBOOK
+    others = "cells" if notebook else "code blocks"
+    for cell in document.cells:
+        if cell.error is None:
+            continue
+        line, col, message = cell.error
+        pos = document.position(cell.start + line, col)
+        problems.append(Problem(path, "syntax", f"SyntaxError: {message} (the other {others} "
+                                f"were still checked)", pos.line + 1, pos.col + 1,
+                                cell.number if notebook else None))
+    if analysis.syntax_error and not any(c.error for c in document.cells):
+        problems.append(Problem(path, "syntax", f"SyntaxError: {analysis.syntax_error}"))
 
 
 def _syntax_column(path: Path, line: int, text: str | None) -> int:

@@ -4,6 +4,8 @@
     select = ["PAL1", "PAL2"]          # rule codes or prefixes (default: ALL)
     extend-select = ["PAL3"]
     ignore = ["PAL111"]
+    include = ["*.py", "*.pyi", "*.ipynb"]  # what a folder's walk takes (the default)
+    extend-include = ["docs/**/*.md"]  # Markdown / rst pages are taken only when named
     exclude = [...]                    # replaces the default list (see DEFAULT_EXCLUDE)
     extend-exclude = ["third_party/", "kernels/generated_*.py"]
     respect-gitignore = true
@@ -44,9 +46,15 @@ DEFAULT_EXCLUDE = (
     "build", "dist", "node_modules", "site-packages", "venv", "*.egg-info/",
 )
 
+# What a walk of a folder takes; `include` replaces it, `extend-include` adds.
+# Markdown and reStructuredText pages are mostly prose: only when named.
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
+_DEFAULT_SUFFIXES = (".py", ".pyi", ".ipynb")
+
 # Keys other parts of pallas-lsp read from the same table.
 _FOREIGN_KEYS = ("profiles",)  # runs: [tool.pallas-lsp.profiles.NAME]
-KNOWN_KEYS = ("select", "extend-select", "ignore", "extend-ignore", "exclude",
+KNOWN_KEYS = ("select", "extend-select", "ignore", "extend-ignore", "include",
+              "extend-include", "exclude",
               "extend-exclude", "per-file-ignores", "extend-per-file-ignores",
               "respect-gitignore", "force-exclude", "output-format", "severity") + _FOREIGN_KEYS
 
@@ -89,6 +97,8 @@ class ProjectConfig:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     overrides: tuple[Layer, ...] = ()  # ...then the command line's
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    extend_include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -157,6 +167,16 @@ class ProjectConfig:
             cached = PatternSet(self.exclude + self.extend_exclude, str(self.base))
             object.__setattr__(self, "_exclude_set", cached)
         return cached
+
+    def included(self, name: str, path: str) -> bool:
+        """For a walk: does `include` take this file (`name` is its base name)?"""
+        if self.include is DEFAULT_INCLUDE and not self.extend_include:
+            return name.endswith(_DEFAULT_SUFFIXES)  # no pattern to match: the usual case
+        cached = self.__dict__.get("_include_set")
+        if cached is None:
+            cached = PatternSet(self.include + self.extend_include, str(self.base))
+            object.__setattr__(self, "_include_set", cached)
+        return cached.match(path, False) is not None
 
     def excluded_entry(self, path: str, is_dir: bool) -> str | None:
         """For a walk: the `exclude` pattern matching this file or folder itself."""
@@ -283,7 +303,10 @@ def from_mapping(section: dict, where: str = "settings", *, strict: bool = True,
         output_format = None
 
     exclude = strings("exclude")
+    include = strings("include")
     return ProjectConfig(
+        include=include if include is not None else DEFAULT_INCLUDE,
+        extend_include=strings("extend-include") or (),
         select=select, extend_select=extend_select, ignore=ignore,
         exclude=exclude if exclude is not None else DEFAULT_EXCLUDE,
         extend_exclude=strings("extend-exclude") or (),

@@ -3,7 +3,9 @@ sees. For every DMA, semaphore and load/store call in the source (found
 syntactically, so calls the engine never reached count too): reached or not,
 and whether the kind of every argument was known; for every kernel launch:
 whether its parameters were bound. A site counts as known when it is known
-from any kernel that reaches it, in its own file or from another."""
+from any kernel that reaches it, in its own file or from another. In a
+notebook a site is `path:cell N:line:col`; in a Markdown / rst page, on the
+page's lines."""
 from __future__ import annotations
 
 import json
@@ -81,41 +83,41 @@ def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
         for s in cov.sites:
             if not s.known and s.backend == "tpu":
                 stops[_reason_class(s.reason)] += 1
-        files.append((item.path, cov, t))
+        files.append((item.path, cov, t, item.document))
     if output_format == "json":
         return json.dumps({
             "files": [{"path": str(p), "backend": cov.backend, "totals": t.to_json(),
-                       "sites": [s.to_json() for s in cov.sites],
-                       "launches": [launch.to_json() for launch in cov.launches]}
-                      for p, cov, t in files],
+                       "sites": [_placed(s.to_json(), doc) for s in cov.sites],
+                       "launches": [_placed(launch.to_json(), doc) for launch in cov.launches]}
+                      for p, cov, t, doc in files],
             "totals": overall.to_json(),
             "unknown_because": dict(stops.most_common()),
         }, indent=2), 0
     lines = []
-    for path, cov, t in files:
+    for path, cov, t, doc in files:
         lines.append(f"{path}: {t.known}/{t.sites} sites known ({_fmt(t.known, t.sites)}), "
                      f"DMA {t.dma_known}/{t.dma_sites}, kernels bound {t.bound}/{t.launches}")
         for s in cov.sites:
             if s.backend != "tpu":
                 if verbose:
-                    lines.append(f"  {path}:{s.line + 1}:{s.col + 1}: {s.kind} {s.api} in a "
+                    lines.append(f"  {_at(path, doc, s.line, s.col)}: {s.kind} {s.api} in a "
                                  f"{s.backend} kernel (not judged, not counted)")
                 continue
             if verbose or not s.known:
                 state = "known" if s.known else ("reached" if s.reached else "not reached")
                 why = f": {s.reason}" if s.reason and not s.known else ""
-                lines.append(f"  {path}:{s.line + 1}:{s.col + 1}: {s.kind} {s.api} {state}{why}")
+                lines.append(f"  {_at(path, doc, s.line, s.col)}: {s.kind} {s.api} {state}{why}")
         for launch in cov.launches:
             if launch.backend != "tpu":
                 if verbose:
-                    lines.append(f"  {path}:{launch.line + 1}: {launch.api} "
+                    lines.append(f"  {_at(path, doc, launch.line)}: {launch.api} "
                                  f"{launch.kernel or '?'} {launch.backend} kernel (not counted)")
                 continue
             if verbose or not launch.bound:
                 what = launch.kernel or "?"
                 state = "bound" if launch.bound else "not bound"
                 why = f": {launch.reason}" if launch.reason and not launch.bound else ""
-                lines.append(f"  {path}:{launch.line + 1}: {launch.api} {what} {state}{why}")
+                lines.append(f"  {_at(path, doc, launch.line)}: {launch.api} {what} {state}{why}")
     lines.append("")
     lines.append(f"Total: {overall.known}/{overall.sites} sites known ({_fmt(overall.known, overall.sites)}); "
                  f"DMA sites {overall.dma_known}/{overall.dma_sites} ({_fmt(overall.dma_known, overall.dma_sites)}); "
@@ -125,6 +127,31 @@ def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
         for reason, n in stops.most_common(8):
             lines.append(f"  {n:5d}  {reason}")
     return "\n".join(lines), 0
+
+
+def _at(path, document, line: int, col: int | None = None) -> str:
+    """`path:line[:col]`, with the cell in a notebook, on the page's lines in a page."""
+    cell = ""
+    if document is not None:
+        pos = document.position(line, col or 0)
+        if pos is not None:
+            line, col = pos.line, (pos.col if col is not None else None)
+            cell = f"cell {pos.cell.number}:" if pos.cell.doc_lines is None else ""
+    return f"{path}:{cell}{line + 1}" + (f":{col + 1}" if col is not None else "")
+
+
+def _placed(entry: dict, document) -> dict:
+    """A site's or launch's JSON with its line (and column) where the user sees it."""
+    if document is None:
+        return entry
+    pos = document.position(entry["line"] - 1, entry.get("col", 1) - 1)
+    if pos is not None:
+        entry["line"] = pos.line + 1
+        if "col" in entry:
+            entry["col"] = pos.col + 1
+        if pos.cell.doc_lines is None:
+            entry["cell"] = pos.cell.number
+    return entry
 
 
 def _fmt(a: int, b: int) -> str:

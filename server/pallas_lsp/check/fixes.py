@@ -6,6 +6,10 @@ its callers' kernels see, and a fix can make another one possible), at most
 MAX_PASSES times. Fixed texts live in memory until the end, so a pass sees
 every file as fixed so far and `--diff` writes nothing. A file whose fixed
 text would not parse, or that does not parse to begin with, is not touched.
+
+A notebook's or page's findings are in its program's coordinates: each fix
+is moved into its cell (notebooks: the cell's source, written back by
+notebook_edit without re-serialising the file) or onto the page's lines.
 """
 from __future__ import annotations
 
@@ -18,7 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pallas_lsp.check.checker import Checked, Options, Problem, check_project, read_bytes
-from pallas_lsp.engine.model import Finding, Fix
+from pallas_lsp.check.notebook_edit import changed_cells, replace_sources
+from pallas_lsp.engine.cells import (NOTEBOOK, DocumentError, Program, document_kind,
+                                     read_notebook, to_program)
+from pallas_lsp.engine.model import Edit, Finding, Fix
+from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.source import cookie_encoding, parse
 
 MAX_PASSES = 4
@@ -34,6 +42,7 @@ class FileFix:
     bom: bool = False
     fixed: list[Finding] = field(default_factory=list)  # findings whose fix was applied
     encoding: str | None = None  # a PEP 263 cookie's (None: UTF-8)
+    kind: str | None = None  # engine.cells' document kind; None: Python
 
 
 @dataclass
@@ -121,8 +130,8 @@ def run(paths: list[Path], options: Options, *, unsafe: bool = False) -> FixRun:
     checked, problems = check_project(paths, options=options)
     for _ in range(MAX_PASSES):
         for p in problems:
-            if p.kind == "syntax":
-                broken.add(os.path.realpath(p.path))
+            if p.kind == "syntax" and p.cell is None:  # a notebook's broken cell stays
+                broken.add(os.path.realpath(p.path))    # alone: its other cells are fixed
         changed = False
         for item in checked:
             real = os.path.realpath(item.path)
@@ -131,10 +140,15 @@ def run(paths: list[Path], options: Options, *, unsafe: bool = False) -> FixRun:
             entry = files.get(real) or _load(item.path, real, options)
             if entry is None:
                 continue
-            new, applied = apply(entry.text, item.findings, real, unsafe)
+            if item.document is not None:
+                new, applied = apply_document(entry.text, item.document, item.findings, real,
+                                              unsafe)
+            else:
+                new, applied = apply(entry.text, item.findings, real, unsafe)
             if not applied or new == entry.text:
                 continue
-            if not parses(new):
+            if not (document_parses(new, item.document) if item.document is not None
+                    else parses(new)):
                 skipped.append(f"{item.path}: fixes not applied: the fixed file would not "
                                f"parse (please report it)")
                 broken.add(real)
@@ -151,20 +165,95 @@ def run(paths: list[Path], options: Options, *, unsafe: bool = False) -> FixRun:
                   skipped)
 
 
+def document_parses(text: str, before: Program) -> bool:
+    """The fixed document still reads, and no cell broke."""
+    try:
+        after = to_program(text, before.kind)
+    except DocumentError:
+        return False
+    was = {c.index for c in before.cells if c.error}
+    return all(c.index in was for c in after.cells if c.error)
+
+
+def apply_document(text: str, program: Program, findings: list[Finding], real: str,
+                   unsafe: bool) -> tuple[str, list[Finding]]:
+    """`apply` for a notebook (per cell, on the cells' sources) or a page
+    (on its own lines). A fix whose edits leave one cell, touch a line that
+    was neutralised (a magic) or would need re-indenting on the page is
+    not applied."""
+    by_cell: dict[int, list[Finding]] = {}
+    originals: dict[int, Finding] = {}
+    for finding in findings:
+        fix = chosen_fix(finding, unsafe)
+        if fix is None or not fix.edits:
+            continue
+        moved = _moved_fix(program, fix, real)
+        if moved is None:
+            continue
+        cell, fix = moved
+        mapped = replace(finding, fixes=(fix,))
+        by_cell.setdefault(cell, []).append(mapped)
+        originals[id(mapped)] = finding
+    if not by_cell:
+        return text, []
+    applied: list[Finding] = []
+    if program.kind != NOTEBOOK:  # pages: every edit is on the page's own lines
+        mapped = [f for group in by_cell.values() for f in group]
+        text, done = apply(text, mapped, real, True)
+        return text, [originals[id(f)] for f in done]
+    try:
+        sources = {c.index: c.source for c in read_notebook(text).cells}
+        new_sources = {}
+        for index, group in by_cell.items():
+            new, done = apply(sources[index], group, real, True)
+            if done and new != sources[index]:
+                new_sources[index] = new
+                applied.extend(originals[id(f)] for f in done)
+        if not new_sources:
+            return text, []
+        return replace_sources(text, new_sources), applied
+    except (DocumentError, KeyError):
+        return text, []
+
+
+def _moved_fix(program: Program, fix: Fix, real: str) -> tuple[int, Fix] | None:
+    """The fix with its edits in its cell's (or the page's) coordinates, and
+    the cell's index; None when it cannot be moved there whole."""
+    edits, where = [], None
+    for e in fix.edits:
+        if e.span.path and os.path.realpath(e.span.path) != real:
+            return None
+        moved = program.span(e.span, strict=True)
+        if moved is None:
+            return None
+        cell, span = moved
+        rows = range(e.span.line - cell.start, e.span.end_line - cell.start + 1)
+        if where not in (None, cell.index) or cell.error is not None or \
+                any(r in cell.neutralised for r in rows):
+            return None
+        if "\n" in e.new_text and cell.doc_cols is not None and \
+                cell.doc_cols[e.span.line - cell.start]:
+            return None  # the new lines would need the block's indentation
+        where = cell.index
+        edits.append(Edit(replace(span, path=""), e.new_text))
+    return where, Fix(fix.title, tuple(edits), fix.safe)
+
+
 def _load(path: Path, real: str, options: Options) -> FileFix | None:
+    kind = document_kind(str(path))
     text = options.sources.get(real)
     if text is not None:  # stdin
-        return FileFix(path, real, text, text)
+        return FileFix(path, real, text, text, kind=kind)
     data, problem = read_bytes(path)
     if data is None:
         return None
     bom = data.startswith(b"\xef\xbb\xbf")
-    encoding = None if bom else cookie_encoding(data)
+    encoding = None if bom or kind is not None else cookie_encoding(data)
     try:
         text = data.decode(encoding or "utf-8-sig")
     except (UnicodeDecodeError, LookupError):
         return None
-    return FileFix(path, real, text, text, bom, encoding=encoding)
+    return FileFix(path, real, text, text, bom, encoding=encoding, kind=kind)
 
 
 def write(entry: FileFix) -> None:
@@ -228,9 +317,18 @@ def write_all(run: FixRun, options: Options) -> list[str]:
 
 
 def unified_diff(entry: FileFix, label: str) -> str:
+    """A notebook's diff is one per changed cell, of its source (the JSON
+    around it does not change), labelled `path:cell N`."""
+    if entry.kind == NOTEBOOK:
+        return "".join(_diff(old, new, f"{label}:cell {index + 1}")
+                       for index, old, new in changed_cells(entry.original, entry.text))
+    return _diff(entry.original, entry.text, label)
+
+
+def _diff(original: str, text: str, label: str) -> str:
     import difflib  # --diff only
-    before = entry.original.splitlines(keepends=True)
-    after = entry.text.splitlines(keepends=True)
+    before = original.splitlines(keepends=True)
+    after = text.splitlines(keepends=True)
     lines = list(difflib.unified_diff(before, after, fromfile=f"a/{label}", tofile=f"b/{label}"))
     return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of "
                    "file\n" for line in lines)

@@ -25,14 +25,22 @@ def row_dict(r: Row) -> dict:
     if r.fix is not None:
         fix = {"applicability": "safe" if r.fix.safe else "unsafe", "message": r.fix.title,
                "edits": [_edit_dict(e) for e in r.fix.edits]}
-    return {
+    row = {
         "path": r.loc.display, "line": r.loc.line, "column": r.loc.col,
         "end_line": r.loc.end_line, "end_column": r.loc.end_col,
         "code": r.code, "message": r.text, "jax_message": r.message, "detail": r.detail,
         "severity": r.severity, "fix": fix, "url": help_uri(r.code),
-        "related": [{"path": loc.display, "line": loc.line, "column": loc.col,
-                     "message": message} for loc, message in r.related],
+        "related": [_with_cell({"path": loc.display, "line": loc.line, "column": loc.col,
+                                "message": message}, loc) for loc, message in r.related],
     }
+    return _with_cell(row, r.loc)
+
+
+def _with_cell(entry: dict, loc: Loc) -> dict:
+    """In a notebook: `cell` (1-based); the lines, columns and fix edits are in it."""
+    if loc.cell is not None:
+        entry["cell"] = loc.cell
+    return entry
 
 
 def as_json(rows: list[Row], **_) -> str:
@@ -63,10 +71,11 @@ def as_github(rows: list[Row], **_) -> str:
     out = []
     for r in rows:
         loc = r.loc
-        props = [f"title={_prop(f'{TOOL} ({r.code})')}", f"file={_prop(loc.display)}",
+        cell = f" cell {loc.cell}" if loc.cell is not None else ""
+        props = [f"title={_prop(f'{TOOL} ({r.code}){cell}')}", f"file={_prop(loc.display)}",
                  f"line={loc.line}", f"col={loc.col}", f"endLine={loc.end_line}",
                  f"endColumn={loc.end_col}"]
-        text = f"{loc.display}:{loc.line}:{loc.col}: {r.code} {r.text}"
+        text = f"{loc.where}: {r.code} {r.text}"
         out.append(f"::{_GITHUB_LEVEL.get(r.severity, 'error')} {','.join(props)}::{_data(text)}")
     return "\n".join(out) + ("\n" if out else "")
 
@@ -89,7 +98,8 @@ def as_junit(rows: list[Row], **_) -> str:
                                  classname=os.path.splitext(path)[0].replace(os.sep, "."),
                                  file=path, line=str(r.loc.line))
             failure = ET.SubElement(case, "failure", message=r.text, type=r.code)
-            failure.text = f"line {r.loc.line}, col {r.loc.col}, {r.text}"
+            cell = f"cell {r.loc.cell}, " if r.loc.cell is not None else ""
+            failure.text = f"{cell}line {r.loc.line}, col {r.loc.col}, {r.text}"
             if r.fix is not None:
                 failure.text += f"\nfix ({'safe' if r.fix.safe else 'unsafe'}): {r.fix.title}"
     ET.indent(suites)
@@ -154,13 +164,21 @@ def _artifact(loc: Loc) -> dict:
 
 
 def _region(loc: Loc) -> dict:
-    return {"startLine": loc.line, "startColumn": loc.col,
-            "endLine": loc.end_line, "endColumn": max(loc.end_col, loc.col)}
+    """In a notebook the lines count in the cell, and the region says which
+    (`properties.cell`, 1-based)."""
+    region = {"startLine": loc.line, "startColumn": loc.col,
+              "endLine": loc.end_line, "endColumn": max(loc.end_col, loc.col)}
+    if loc.cell is not None:
+        region["properties"] = {"cell": loc.cell}
+    return region
 
 
-def _span_region(span) -> dict:
-    return {"startLine": span.line + 1, "startColumn": span.col + 1,
-            "endLine": span.end_line + 1, "endColumn": span.end_col + 1}
+def _span_region(span, cell: int | None = None) -> dict:
+    region = {"startLine": span.line + 1, "startColumn": span.col + 1,
+              "endLine": span.end_line + 1, "endColumn": span.end_col + 1}
+    if cell is not None:
+        region["properties"] = {"cell": cell}
+    return region
 
 
 def as_sarif(rows: list[Row], **_) -> str:
@@ -185,7 +203,7 @@ def as_sarif(rows: list[Row], **_) -> str:
                 "description": {"text": r.fix.title},
                 "artifactChanges": [{
                     "artifactLocation": _artifact(r.loc),
-                    "replacements": [{"deletedRegion": _span_region(e.span),
+                    "replacements": [{"deletedRegion": _span_region(e.span, r.loc.cell),
                                       "insertedContent": {"text": e.new_text}}
                                      for e in r.fix.edits]}]}]
             result["properties"] = {"fixSafety": "safe" if r.fix.safe else "unsafe"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pallas_lsp.cli.output import Loc, Row, source_lines
+from pallas_lsp.cli.output import Loc, Row, loc_lines
 
 
 class Style:
@@ -59,7 +59,7 @@ def concise(rows: list[Row], *, style: Style | None = None, show_fixes: bool = F
     style = style or Style(False)
     out = []
     for r in rows:
-        where = f"{r.loc.display}:{r.loc.line}:{r.loc.col}:"
+        where = f"{r.loc.where}:"
         out.append(f"{style.bold(where)} {_head(r, style)} {r.text}")
         if show_fixes and r.fix is not None:
             out.append(f"    fix ({'safe' if r.fix.safe else 'unsafe'}): {r.fix.title}")
@@ -77,13 +77,12 @@ def full(rows: list[Row], *, style: Style | None = None, texts: dict | None = No
         width = len(str(max(numbers)))
         pad = " " * width
         lines = [f"{_head(r, style)} {style.bold(r.message)}",
-                 f"{pad}{style.blue('-->')} {r.loc.display}:{r.loc.line}:{r.loc.col}"]
+                 f"{pad}{style.blue('-->')} {r.loc.where}"]
         lines += _snippet(r.loc, cache, style, r.severity, width)
         if r.detail:
             lines.append(f"{pad} {style.blue('=')} {r.detail}")
         for loc, message in r.related:
-            lines.append(f"{pad}{style.blue(':::')} {loc.display}:{loc.line}:{loc.col}: "
-                         f"{message}")
+            lines.append(f"{pad}{style.blue(':::')} {loc.where}: {message}")
             lines += _snippet(loc, cache, style, "info", width, context=0)
         if r.fix is not None:
             how = ("safe fix" if r.fix.safe else
@@ -101,7 +100,7 @@ def _gutter(width: int, style: Style, number: int | None = None) -> str:
 
 def _snippet(loc: Loc, cache: dict, style: Style, severity: str, width: int,
              context: int = 1) -> list[str]:
-    lines = source_lines(loc.path, cache)
+    lines = loc_lines(loc, cache)
     if not lines or loc.line < 1 or loc.line > len(lines):
         return []
     first = max(1, loc.line - context)
@@ -128,7 +127,7 @@ def _fix_preview(row: Row, cache: dict, style: Style, width: int) -> list[str]:
     """The lines the fix changes, before (-) and after (+)."""
     from pallas_lsp.check.fixes import _offset, offsets
 
-    lines = source_lines(row.loc.path, cache)
+    lines = loc_lines(row.loc, cache)
     if not lines or row.fix is None:
         return []
     text = "\n".join(lines)
