@@ -43,11 +43,14 @@ TOOL_CODES: dict[str, ToolCode] = {c.code: c for c in (
         "message. Until it is fixed, `exclude` the file.", "check"),
     ToolCode(
         "E902", "file-not-checked",
-        "A file that could not be read as Python source: skipped.",
+        "A file that could not be read as Python source (or as a notebook): skipped.",
         "The file is not valid UTF-8, is larger than pallas-lsp analyses, is not a regular "
-        "file (a FIFO, a device, a socket), is a broken symbolic link, or cannot be read "
-        "(permissions). The message says which.",
-        "Re-encode the file as UTF-8, or `exclude` it (generated files, fixtures).", "check"),
+        "file (a FIFO, a device, a socket), is a broken symbolic link, cannot be read "
+        "(permissions), or is a notebook (`.ipynb`) that is not nbformat 4 JSON (invalid "
+        "JSON, no `cells` list, a cell without `cell_type` or `source`). The message says "
+        "which. Such a notebook is never rewritten by `--fix`.",
+        "Re-encode the file as UTF-8, repair the notebook (open and save it in Jupyter), or "
+        "`exclude` it (generated files, fixtures).", "check"),
     ToolCode(
         "E999", "syntax-error",
         "The file does not parse; the broken statement is skipped and the rest is checked.",
@@ -55,7 +58,8 @@ TOOL_CODES: dict[str, ToolCode] = {c.code: c for c in (
         "the broken line (or the top-level statement around it) and analyses the rest, so "
         "other kernels in the file still get findings; the broken part gets none. Syntax of a "
         "Python newer than the one running pallas-lsp (PEP 695 type parameters) is not an "
-        "error.",
+        "error. In a notebook or docs page a cell that does not parse is left out on its "
+        "own (`cell N` says which) and the other cells are checked and fixed.",
         "Fix the syntax error. `--fix` does not touch a file with a syntax error.", "check"),
     ToolCode(
         "PAL900", "run-failed",

@@ -204,7 +204,8 @@ def python_of(lines: list[str]) -> tuple[list[str], tuple[int, int, str] | None,
     text = "\n".join(work)
     if parses(text):
         return work, None, changed
-    for i, t in enumerate(work):
+    for i in _statement_starts(work):
+        t = work[i]
         timed = _TIMED_LINE.match(t)
         if timed is not None:  # `%time stmt` runs stmt: keep it, in its columns
             work[i] = t[:timed.start(2)] + "pass;".ljust(timed.end(2) - timed.start(2)) \
@@ -225,6 +226,47 @@ def python_of(lines: list[str]) -> tuple[list[str], tuple[int, int, str] | None,
         if src.blanked and parses("\n".join(trial)):
             return trial, error, changed | set(src.blanked)
     return [""] * len(work), error, set(range(len(work)))
+
+
+def _statement_starts(lines: list[str]) -> list[int]:
+    """The lines that begin a statement: not inside brackets, a string or
+    after a backslash (there `% 3` is Python's modulo). A magic line is not
+    scanned: its text is the shell's or IPython's, not Python."""
+    starts: list[int] = []
+    depth, quote, escaped = 0, "", False
+    for n, t in enumerate(lines):
+        if depth == 0 and not quote and not escaped:
+            starts.append(n)
+            if _MAGIC_LINE.match(t) or _HELP_LINE.match(t):
+                continue
+        escaped = False
+        i, end = 0, len(t)
+        while i < end:
+            c = t[i]
+            if quote:
+                if c == "\\":
+                    i += 2
+                    continue
+                if t.startswith(quote, i):
+                    i += len(quote)
+                    quote = ""
+                    continue
+            elif c == "#":
+                break
+            elif c in "\"'":
+                triple = t[i:i + 3]
+                quote = triple if triple in ('"""', "'''") else c
+                i += len(quote)
+                continue
+            elif c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth = max(depth - 1, 0)
+            i += 1
+        if quote in ('"', "'"):
+            quote = ""  # a one-line string ends with its line (or was an error)
+        escaped = t.endswith("\\") and not quote
+    return starts
 
 
 # A line that starts an IPython magic or shell escape (`x = !ls` too).
@@ -376,7 +418,7 @@ class _Reader:
             return out
         while True:
             if s[i:i + 1] != "{":
-                if s[i:i + 1] in "[\"-0123456789tfn":
+                if s[i:i + 1] and s[i] in "[\"-0123456789tfn":
                     raise DocumentError(f"not a notebook: cell {len(out) + 1} is not an object")
                 raise self.fail("Expecting value", i)
             cell, end = self.cell(i, len(out))
