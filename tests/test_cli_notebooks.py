@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -278,3 +279,34 @@ def test_coverage_places_sites_in_cells(work):
                           command="coverage").stdout)
     sites = data["files"][0]["sites"]
     assert [(s["cell"], s["line"], s["col"]) for s in sites] == [(3, 4, 12), (7, 2, 9)]
+
+
+RUN_CELLS = """\
+import sys
+from pallas_lsp.engine.cells import to_program
+for path in sys.argv[1:]:
+    program = to_program(open(path, encoding="utf-8").read(), "notebook").text
+    try:
+        exec(compile(program, path, "exec"), {"__name__": "__main__"})
+        print(path, "ran")
+    except Exception as exc:
+        print(path, "raised", str(exc).splitlines()[0])
+"""
+
+
+def test_jax_agrees_the_cells_are_buggy_and_the_fixed_notebook_runs(work, tmp_path):
+    """The oracle: the notebook's cells as one program (what the engine read),
+    run in TPU interpret mode, raise JAX's own messages; once fixed, they run."""
+    half = work / "half.ipynb"  # only the PAL101 bug fixed: the PAL106 one is met
+    half.write_text((work / "seeded.ipynb").read_text().replace(BAD_LINE, GOOD_LINE))
+    fixed = tmp_path / "fixed" / "seeded.ipynb"
+    fixed.parent.mkdir()
+    shutil.copy(DATA / "seeded.ipynb", fixed)
+    cli("--no-config", "--fix", str(fixed), cwd=tmp_path)
+    r = subprocess.run([sys.executable, "-c", RUN_CELLS, "seeded.ipynb", "half.ipynb",
+                        str(fixed)], cwd=work, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert r.stdout.splitlines() == [
+        "seeded.ipynb raised DMA source/destination/semaphore arguments must be Refs.",
+        "half.ipynb raised Cannot `wait_send` on a local copy.",
+        f"{fixed} ran"], r.stderr[-3000:]
