@@ -310,3 +310,26 @@ def test_jax_agrees_the_cells_are_buggy_and_the_fixed_notebook_runs(work, tmp_pa
         "seeded.ipynb raised DMA source/destination/semaphore arguments must be Refs.",
         "half.ipynb raised Cannot `wait_send` on a local copy.",
         f"{fixed} ran"], r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("dump", [dict(indent=1, ensure_ascii=False),
+                                  dict(indent=2, ensure_ascii=True), dict()])
+def test_sources_are_replaced_in_place_in_the_files_layout(dump):
+    from pallas_lsp.check.notebook_edit import replace_sources
+
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# é — title"]},
+             {"cell_type": "code", "metadata": {"tags": ["x"]}, "outputs": [],
+              "source": ["a = 1"]},
+             {"cell_type": "code", "metadata": {}, "outputs": [], "source": "b = 2\nc = 3"},
+             {"cell_type": "code", "metadata": {}, "outputs": [], "source": ["d = 4\n", "e"]}]
+    raw = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                     **dump)
+    new = replace_sources(raw, {1: "a = 1\nif a:\n    a = 'ü'\n", 2: "b = 3\nc = 3",
+                                3: "d = 4\ne"})
+    expected = json.loads(raw)
+    expected["cells"][1]["source"] = ["a = 1\n", "if a:\n", "    a = 'ü'\n"]
+    expected["cells"][2]["source"] = "b = 3\nc = 3"
+    assert json.loads(new) == expected
+    # The same text as a whole re-serialisation in the file's own layout would give.
+    assert new == json.dumps(expected, **dump)
+

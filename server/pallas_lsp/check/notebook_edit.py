@@ -16,6 +16,7 @@ from pallas_lsp.engine.cells import DocumentError, read_notebook
 _WS = re.compile(r"[ \t\n\r]*")
 _scanstring = json.decoder.scanstring
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_STRING_SEPARATOR = re.compile(r'(?<!\\)"(,[ \t]*)"')
 
 
 def replace_sources(raw: str, new_sources: dict[int, str]) -> str:
@@ -30,7 +31,7 @@ def replace_sources(raw: str, new_sources: dict[int, str]) -> str:
             continue
         a, b = cell.span
         token = raw[a:b]
-        value = _list_value(token, new, ascii_only) if cell.is_list else \
+        value = _list_value(token, new, ascii_only, raw) if cell.is_list else \
             json.dumps(new, ensure_ascii=ascii_only)
         out.append(raw[last:a])
         out.append(value)
@@ -50,7 +51,7 @@ def _escapes_non_ascii(raw: str) -> bool:
     return any(int(m.group(1), 16) >= 0x80 for m in _UNICODE_ESCAPE.finditer(raw))
 
 
-def _list_value(token: str, new: str, ascii_only: bool) -> str:
+def _list_value(token: str, new: str, ascii_only: bool, raw: str) -> str:
     """A `["line\\n", ...]` value for `new` in the layout of `token`."""
     items: list[tuple[str, str]] = []  # (decoded, as written)
     gaps: list[str] = []  # whitespace and commas around the items
@@ -66,7 +67,13 @@ def _list_value(token: str, new: str, ascii_only: bool) -> str:
         i = j
     opener = gaps[0]
     closer = gaps[-1] if items else ""
-    between = gaps[1] if len(items) > 1 else "," + opener
+    if len(items) > 1:
+        between = gaps[1]
+    elif "\n" in opener:  # indented: one item per line
+        between = "," + opener
+    else:  # one line: the file's separator between strings (", " or ",")
+        found = _STRING_SEPARATOR.search(raw)
+        between = found.group(1) if found else ", "
     lines = new.splitlines(keepends=True)
     written = []
     for n, line in enumerate(lines):
