@@ -91,6 +91,14 @@ def test_magics_are_neutralised_in_place():
     assert python_of(["z = (4", "     % 3)"]) == (["z = (4", "     % 3)"], None, set())
 
 
+def test_magic_like_lines_inside_strings_brackets_and_continuations_stay():
+    lines = ['doc = """', "%d items", '"""', "total = (1", "         % 2)", "w = 1 \\",
+             "    % 3", 's = "(" # )', "!echo done", "t = '\\'' + (", "  1)"]
+    out, error, changed = python_of(lines)
+    assert error is None and changed == {8} and out[8] == "pass"
+    assert out[:8] == lines[:8] and out[9:] == lines[9:]
+
+
 def test_cell_magics():
     out, error, changed = python_of(["%%bash", "echo hi", "def f(:"])
     assert out == ["", "", ""] and error is None and changed == {0, 1, 2}

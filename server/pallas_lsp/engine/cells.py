@@ -239,35 +239,27 @@ def _statement_starts(lines: list[str]) -> list[int]:
             starts.append(n)
             if _MAGIC_LINE.match(t) or _HELP_LINE.match(t):
                 continue
-        escaped = False
-        i, end = 0, len(t)
-        while i < end:
-            c = t[i]
-            if quote:
-                if c == "\\":
-                    i += 2
-                    continue
-                if t.startswith(quote, i):
-                    i += len(quote)
+        for m in _TOKEN.finditer(t):
+            tok = m.group()
+            if quote:  # (an escaped character is one token: it never ends the string)
+                if tok == quote or (len(quote) == 1 and tok == quote * 3):
                     quote = ""
-                    continue
-            elif c == "#":
+            elif tok == "#":
                 break
-            elif c in "\"'":
-                triple = t[i:i + 3]
-                quote = triple if triple in ('"""', "'''") else c
-                i += len(quote)
-                continue
-            elif c in "([{":
+            elif tok[0] in "\"'":
+                quote = tok
+            elif tok in "([{":
                 depth += 1
-            elif c in ")]}":
+            elif tok in ")]}":
                 depth = max(depth - 1, 0)
-            i += 1
-        if quote in ('"', "'"):
+        if len(quote) == 1:
             quote = ""  # a one-line string ends with its line (or was an error)
         escaped = t.endswith("\\") and not quote
     return starts
 
+
+# Inside a line: an escaped character, a string quote, a comment, a bracket.
+_TOKEN = re.compile(r"""\\.|\"\"\"|'''|["'#()\[\]{}]""")
 
 # A line that starts an IPython magic or shell escape (`x = !ls` too).
 _MAGIC_LINE = re.compile(r"^[ \t]*(?:[A-Za-z_][\w.]*[ \t]*=[ \t]*)?[%!]")
@@ -339,41 +331,37 @@ class _Reader:
         except StopIteration:
             raise self.fail("Expecting value", i) from None
 
-    def members(self, i: int):
-        """(key, value offset) of the object at i; the caller returns the value's end."""
-        s = self.s
-        if s[i:i + 1] != "{":
-            raise self.fail("Expecting '{'", i)
+    def sequence(self, i: int, close: str, item) -> int:
+        """The object or array whose bracket is at i: `item(offset)` reads
+        one member or element and returns its end. Returns the end."""
         i = self.ws(i + 1)
-        if s[i:i + 1] == "}":
-            self.end = i + 1
-            return
+        if self.s[i:i + 1] == close:
+            return i + 1
         while True:
-            if s[i:i + 1] != '"':
-                raise self.fail("Expecting property name enclosed in double quotes", i)
-            key, i = _scanstring(s, i + 1)
-            i = self.ws(i)
-            if s[i:i + 1] != ":":
-                raise self.fail("Expecting ':' delimiter", i)
-            i = yield key, self.ws(i + 1)
-            i = self.ws(i)
-            if s[i:i + 1] == ",":
-                i = self.ws(i + 1)
-                continue
-            if s[i:i + 1] == "}":
-                self.end = i + 1
-                return
-            raise self.fail("Expecting ',' delimiter", i)
+            i = self.ws(item(i))
+            c = self.s[i:i + 1]
+            if c == close:
+                return i + 1
+            if c != ",":
+                raise self.fail("Expecting ',' delimiter", i)
+            i = self.ws(i + 1)
 
     def walk(self, i: int, handle) -> int:
         """Walk the object at i, `handle(key, offset)` returning each value's end."""
-        gen = self.members(i)
-        try:
-            key, at = next(gen)
-            while True:
-                key, at = gen.send(handle(key, at))
-        except StopIteration:
-            return self.end
+        s = self.s
+        if s[i:i + 1] != "{":
+            raise self.fail("Expecting '{'", i)
+
+        def member(at: int) -> int:
+            if s[at:at + 1] != '"':
+                raise self.fail("Expecting property name enclosed in double quotes", at)
+            key, at = _scanstring(s, at + 1)
+            at = self.ws(at)
+            if s[at:at + 1] != ":":
+                raise self.fail("Expecting ':' delimiter", at)
+            return handle(key, self.ws(at + 1))
+
+        return self.sequence(i, "}", member)
 
     def notebook(self) -> Notebook:
         i = self.ws(0)
@@ -385,8 +373,8 @@ class _Reader:
 
         def top(key: str, at: int) -> int:
             if key == "cells":
-                found["cells"] = self.cells(at)
-                return self.cell_end
+                found["cells"], end = self.cells(at)
+                return end
             value, end = self.value(at)
             found[key] = value
             return end
@@ -407,30 +395,23 @@ class _Reader:
             raise DocumentError(f"not an nbformat 4 notebook (nbformat {nbformat!r})")
         return Notebook(tuple(found["cells"]), _language(meta or {}), nbformat)
 
-    def cells(self, i: int) -> list[NotebookCell]:
+    def cells(self, i: int) -> tuple[list[NotebookCell], int]:
         s = self.s
         if s[i:i + 1] != "[":
             raise DocumentError("not a notebook: `cells` is not a list")
         out: list[NotebookCell] = []
-        i = self.ws(i + 1)
-        if s[i:i + 1] == "]":
-            self.cell_end = i + 1
-            return out
-        while True:
-            if s[i:i + 1] != "{":
-                if s[i:i + 1] and s[i] in "[\"-0123456789tfn":
+
+        def element(at: int) -> int:
+            if s[at:at + 1] != "{":
+                if s[at:at + 1] and s[at] in "[\"-0123456789tfn":
                     raise DocumentError(f"not a notebook: cell {len(out) + 1} is not an object")
-                raise self.fail("Expecting value", i)
-            cell, end = self.cell(i, len(out))
+                raise self.fail("Expecting value", at)
+            cell, end = self.cell(at, len(out))
             out.append(cell)
-            i = self.ws(end)
-            if s[i:i + 1] == ",":
-                i = self.ws(i + 1)
-                continue
-            if s[i:i + 1] == "]":
-                self.cell_end = i + 1
-                return out
-            raise self.fail("Expecting ',' delimiter", i)
+            return end
+
+        end = self.sequence(i, "]", element)
+        return out, end
 
     def cell(self, i: int, index: int) -> tuple[NotebookCell, int]:
         got: dict = {}
