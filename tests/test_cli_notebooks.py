@@ -216,6 +216,13 @@ def write_page(folder: Path) -> None:
 
         Launched:
 
+        An illustration, not code:
+
+        .. code-block:: python
+
+           def kernel(...):
+               ...
+
         >>> def run(x):
         ...     return pl.pallas_call(kernel, out_shape=...,
         ...         in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
@@ -229,6 +236,9 @@ def test_pages_report_their_own_lines_when_named(tmp_path):
     r = cli("--no-config", "docs/guide.md", "docs/guide.rst", cwd=tmp_path)
     assert heads(r.stdout) == ["docs/guide.md:11:34: PAL101", "docs/guide.md:11:34: PAL204",
                                "docs/guide.rst:10:37: PAL101", "docs/guide.rst:10:37: PAL204"]
+    r = cli("--no-config", "-v", "docs/guide.rst", cwd=tmp_path)
+    assert "E999" not in r.stdout
+    assert "guide.rst:20: a code block that does not parse was left out" in r.stderr
     r = cli("--no-config", "--diff", "docs/guide.rst", cwd=tmp_path)
     assert "-       copy = pltpu.make_async_copy(x_ref[...], o_ref, sem)\n" \
            "+       copy = pltpu.make_async_copy(x_ref, o_ref, sem)\n" in r.stdout

@@ -174,12 +174,6 @@ def test_markdown_fences():
         ```
         ````
 
-        ```{code-cell} ipython3
-        :tags: [hide-input]
-        %matplotlib inline
-        c = 3
-        ```
-
         ```pycon
         >>> d = 4
         >>> for i in range(2):
@@ -189,12 +183,50 @@ def test_markdown_fences():
         ```
         """)
     p = to_program(page, MARKDOWN)
-    assert p.text.split("\n") == ["a = 1", "b = 2", "", "pass", "c = 3", "d = 4",
-                                  "for i in range(2):", "    print(i)"]
+    assert p.text.split("\n") == ["a = 1", "b = 2", "d = 4", "for i in range(2):",
+                                  "    print(i)"]
     assert (p.position(1, 0).line, p.position(1, 0).col) == (17, 3)  # b, indented in the list
-    assert (p.position(4, 0).line, p.position(4, 0).col) == (29, 0)  # c
-    assert (p.position(7, 4).line, p.position(7, 4).col) == (35, 8)  # print, after `... `
-    assert p.relabel("made at line 2, col 1; line 5") == "made at line 18, col 4; line 30"
+    assert (p.position(4, 4).line, p.position(4, 4).col) == (29, 8)  # print, after `... `
+    assert p.relabel("made at line 2, col 1; line 3") == "made at line 18, col 4; line 28"
+
+
+def test_a_myst_notebook_page_is_its_code_cells():
+    """jupytext / MyST-NB: the {code-cell} blocks are the notebook's cells;
+    its ```python fences are prose there (Markdown cells in the .ipynb)."""
+    page = textwrap.dedent("""\
+        ---
+        jupytext:
+          formats: ipynb,md:myst
+        ---
+
+        ```{code-cell} ipython3
+        ---
+        id: abc
+        ---
+        %matplotlib inline
+        c = 3
+        ```
+
+        ```python
+        def signature(a, b) -> None:
+        ```
+
+        ```{code-cell} ipython3
+        :tags: [hide-input]
+        d = c
+        ```
+        """)
+    p = to_program(page, MARKDOWN)
+    assert p.text.split("\n") == ["", "", "", "pass", "c = 3", "", "d = c"]
+    assert [c.error for c in p.cells] == [None, None]
+    assert (p.position(6, 0).line, p.position(6, 0).col) == (19, 0)
+
+
+def test_a_pages_block_that_does_not_parse_is_left_out_whole():
+    page = "```python\ndef kernel(...):\n    x = 1\n```\n\n```python\ny = 2\n```\n"
+    p = to_program(page, MARKDOWN)
+    assert p.text.split("\n") == ["", "", "y = 2"]
+    assert p.cells[0].error is not None and p.cells[1].error is None
 
 
 def test_rst_code_blocks_and_doctests():

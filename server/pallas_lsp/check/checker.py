@@ -540,16 +540,17 @@ def _note_document_problems(path: Path, analysis: Analysis, document: Program,
     if analysis.internal_error:
         problems.append(Problem(path, "internal", "pallas-lsp could not analyse this file "
                                 f"({analysis.internal_error}); please report it"))
-    notebook = document.kind == NOTEBOOK
-    others = "cells" if notebook else "code blocks"
     for cell in document.cells:
         if cell.error is None:
             continue
         line, col, message = cell.error
         pos = document.position(cell.start + line, col)
-        problems.append(Problem(path, "syntax", f"SyntaxError: {message} (the other {others} "
-                                f"were still checked)", pos.line + 1, pos.col + 1,
-                                cell.number if notebook else None))
+        if document.kind != NOTEBOOK:  # a docs page's fragment (`def f(...):`): not a bug
+            notes.append(f"{path}:{pos.line + 1}: a code block that does not parse was left "
+                         f"out ({message})")
+            continue
+        problems.append(Problem(path, "syntax", f"SyntaxError: {message} (the other cells "
+                                f"were still checked)", pos.line + 1, pos.col + 1, cell.number))
     if analysis.syntax_error and not any(c.error for c in document.cells):
         problems.append(Problem(path, "syntax", f"SyntaxError: {analysis.syntax_error}"))
 

@@ -58,8 +58,10 @@ TOOL_CODES: dict[str, ToolCode] = {c.code: c for c in (
         "the broken line (or the top-level statement around it) and analyses the rest, so "
         "other kernels in the file still get findings; the broken part gets none. Syntax of a "
         "Python newer than the one running pallas-lsp (PEP 695 type parameters) is not an "
-        "error. In a notebook or docs page a cell that does not parse is left out on its "
-        "own (`cell N` says which) and the other cells are checked and fixed.",
+        "error. In a notebook a cell that does not parse is repaired or left out on its "
+        "own (`cell N` says which) and the other cells are checked and fixed. A docs "
+        "page's code block that does not parse (a signature, `def f(...):`) is an "
+        "illustration, not an error: it is left out whole (`--verbose` lists it).",
         "Fix the syntax error. `--fix` does not touch a file with a syntax error.", "check"),
     ToolCode(
         "PAL900", "run-failed",

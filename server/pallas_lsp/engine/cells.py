@@ -177,7 +177,9 @@ def to_program(text: str, kind: str) -> Program:
     cells: list[Cell] = []
     program: list[str] = []
     for index, lines, doc_lines, doc_cols in raw:
-        code, error, changed = python_of(lines)
+        # A page's block that does not parse is an illustration (a signature,
+        # `def f(...):`): left out whole. A notebook's cell ran: repaired.
+        code, error, changed = python_of(lines, repair=kind == NOTEBOOK)
         cells.append(Cell(index, len(program), tuple(lines),
                           None if doc_lines is None else tuple(doc_lines),
                           None if doc_cols is None else tuple(doc_cols), error,
@@ -186,11 +188,12 @@ def to_program(text: str, kind: str) -> Program:
     return Program(kind, "\n".join(program), tuple(cells))
 
 
-def python_of(lines: list[str]) -> tuple[list[str], tuple[int, int, str] | None, set[int]]:
+def python_of(lines: list[str], repair: bool = True
+              ) -> tuple[list[str], tuple[int, int, str] | None, set[int]]:
     """A cell's lines as Python that parses on its own, with as many lines:
-    magics neutralised; a broken cell repaired as the engine repairs a file,
-    else blanked whole. Returns (lines, the syntax error or None, the lines
-    changed)."""
+    magics neutralised; a broken cell repaired as the engine repairs a file
+    (with `repair`), else blanked whole. Returns (lines, the syntax error or
+    None, the lines changed)."""
     work = list(lines)
     changed: set[int] = set()
     head = next((i for i, t in enumerate(work) if t.strip()), None)
@@ -219,11 +222,13 @@ def python_of(lines: list[str]) -> tuple[list[str], tuple[int, int, str] | None,
     if parses(text):
         return work, None, changed
     error = _syntax_error(text)
-    src = parse(text)
+    src = parse(text) if repair else None
     for filler in (lambda t: t[:len(t) - len(t.lstrip())] + "pass" if t.strip() else "",
                    lambda t: ""):
+        if src is None or not src.blanked:
+            break
         trial = [filler(t) if i in src.blanked else t for i, t in enumerate(work)]
-        if src.blanked and parses("\n".join(trial)):
+        if parses("\n".join(trial)):
             return trial, error, changed | set(src.blanked)
     return [""] * len(work), error, set(range(len(work)))
 
@@ -458,9 +463,14 @@ RawCell = tuple[int, list[str], list[int] | None, list[int] | None]
 def markdown_cells(text: str) -> list[RawCell]:
     """Fenced code blocks in Python (```python, ```py, MyST ```{code-cell}
     ipython3, ```pycon / doctest prompts). A fence without a language is
-    not taken: it is as often shell, output or pseudo-code."""
+    not taken: it is as often shell, output or pseudo-code. A page with
+    `{code-cell}` blocks is a notebook (jupytext, MyST-NB): its program is
+    those cells, and its other fences are prose, as in the .ipynb."""
     lines = split_lines(text)
     out: list[RawCell] = []
+    only_cells = "{code-cell}" in text and any(
+        m is not None and m.group(3).startswith("{code-cell}")
+        for m in map(_FENCE.match, lines))
     i = 0
     while i < len(lines):
         m = _FENCE.match(lines[i])
@@ -476,6 +486,8 @@ def markdown_cells(text: str) -> list[RawCell]:
                 break
             end += 1
         mode, myst = _fence_mode(info)
+        if only_cells and not info.startswith("{code-cell}"):
+            mode = None
         if mode is not None:
             body, rows, cols = [], [], []
             for n in range(i + 1, end):
