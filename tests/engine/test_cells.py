@@ -106,6 +106,8 @@ def test_cell_magics():
     assert out == ["", ""]
     out, _, changed = python_of(["", "%%time", "y = f(1)"])  # the body runs: kept
     assert out == ["", "", "y = f(1)"] and changed == {1}
+    # Parsed, though the symbol table objects (the engine reads it as it is).
+    assert python_of(["nonlocal x", "!ls"]) == (["nonlocal x", "pass"], None, {1})
 
 
 def test_a_broken_cell_is_contained_and_reported_where_it_is():

@@ -222,6 +222,8 @@ def python_of(lines: list[str], repair: bool = True
     if parses(text):
         return work, None, changed
     error = _syntax_error(text)
+    if error is None:  # only the symbol table objects (`nonlocal` at the top): the engine reads it
+        return work, None, changed
     src = parse(text) if repair else None
     for filler in (lambda t: t[:len(t) - len(t.lstrip())] + "pass" if t.strip() else "",
                    lambda t: ""):
@@ -272,14 +274,14 @@ _TIMED_LINE = re.compile(r"^([ \t]*)(%time(?:it)?[ \t]+)[^\s-]")
 _HELP_LINE = re.compile(r"^[ \t]*(?:\?{1,2}[\w.]+|[\w.]+\?{1,2})[ \t]*$")
 
 
-def _syntax_error(text: str) -> tuple[int, int, str]:
+def _syntax_error(text: str) -> tuple[int, int, str] | None:
     try:
         ast.parse(text)
     except SyntaxError as exc:
         return max((exc.lineno or 1) - 1, 0), max((exc.offset or 1) - 1, 0), exc.msg or str(exc)
     except (ValueError, RecursionError, MemoryError) as exc:
         return 0, 0, str(exc) or type(exc).__name__
-    return 0, 0, "invalid syntax"
+    return None
 
 
 # ---------------------------------------------------------------- notebooks
