@@ -85,6 +85,8 @@ def test_machine_formats_carry_the_cell(work):
 
     sarif = json.loads(cli("--no-config", "--output-format", "sarif", "seeded.ipynb",
                            cwd=work).stdout)
+    import jsonschema
+    jsonschema.validate(sarif, json.loads((DATA.parent / "sarif-schema-2.1.0.json").read_text()))
     results = sarif["runs"][0]["results"]
     region = results[0]["locations"][0]["physicalLocation"]["region"]
     assert region["startLine"] == 4 and region["properties"] == {"cell": 3}

@@ -17,7 +17,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                      "clean, 1 problems found (or, with --diff, files would change), 2 usage "
                      "or configuration error, 3 pallas-lsp itself failed.")
     c.add_argument("paths", nargs="*", default=["."],
-                   help="files or folders (default: .); `-` reads the source from stdin")
+                   help="files or folders (default: .); a folder gives its .py, .pyi and "
+                   ".ipynb files (`include`); .md / .rst pages are read when named; `-` reads "
+                   "the source from stdin")
     c.add_argument("--output-format", choices=FORMATS + ("text",), default=None,
                    help="full (default on a terminal), concise (default otherwise; `text` is "
                    "the same), json, json-lines, github, sarif, junit")

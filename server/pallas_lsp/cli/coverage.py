@@ -9,7 +9,9 @@ from pallas_lsp.cli._common import EXIT_USAGE, err
 
 
 def add_arguments(v) -> None:
-    v.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
+    v.add_argument("paths", nargs="*", default=["."],
+                   help="files or folders (default: .), notebooks and named .md / .rst pages "
+                   "as for `check`")
     v.add_argument("--output-format", choices=("text", "json"), default="text")
     v.add_argument("--verbose", action="store_true", help="list known sites and bound kernels too")
     v.add_argument("--no-config", action="store_true", help="ignore [tool.pallas-lsp] settings")
