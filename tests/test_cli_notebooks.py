@@ -345,3 +345,35 @@ def test_sources_are_replaced_in_place_in_the_files_layout(dump):
     # The same text as a whole re-serialisation in the file's own layout would give.
     assert new == json.dumps(expected, **dump)
 
+
+
+def test_a_kernel_in_a_helper_module_launched_from_a_notebook(tmp_path):
+    (tmp_path / "helper.py").write_text(textwrap.dedent("""\
+        from jax.experimental.pallas import tpu as pltpu
+
+
+        def kernel(x_ref, o_ref, sem):
+            copy = pltpu.make_async_copy(x_ref[...], o_ref, sem)
+            copy.start()
+            copy.wait()
+        """))
+    launch = ("y = pl.pallas_call(\n    kernel,\n"
+              "    out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),\n"
+              "    in_specs=[pl.BlockSpec(memory_space=pl.ANY)],\n"
+              "    out_specs=pl.BlockSpec(memory_space=pl.ANY),\n"
+              "    scratch_shapes=[pltpu.SemaphoreType.DMA(())],\n)(jnp.ones((8, 128)))")
+    imports = ("import jax\nimport jax.numpy as jnp\nfrom jax.experimental import pallas as pl\n"
+               "from jax.experimental.pallas import tpu as pltpu\nfrom helper import kernel")
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# Launch"]}] + [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": src.splitlines(True)} for src in (imports, launch)]
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells, "metadata": {},
+                                                   "nbformat": 4, "nbformat_minor": 5}))
+    rows = json.loads(cli("--no-config", "--output-format", "json", "nb.ipynb", "helper.py",
+                          cwd=tmp_path).stdout)
+    got = {(r["path"], r.get("cell"), r["line"], r["code"],
+            tuple((x["path"], x.get("cell"), x["line"]) for x in r["related"])) for r in rows}
+    # The helper's finding points back at the launch, in its cell of the notebook...
+    assert ("helper.py", None, 5, "PAL204", (("nb.ipynb", 3, 2),)) in got
+    # ...and the notebook's launch says what its kernel meets in the helper.
+    assert ("nb.ipynb", 3, 2, "PAL101", (("helper.py", None, 5), ("helper.py", None, 6))) in got
