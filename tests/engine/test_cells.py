@@ -335,3 +335,10 @@ def test_a_real_bug_next_to_placeholders_is_still_reported():
     p = to_program(page, MARKDOWN)
     got = {(f.code, p.span(f.span)[1].line) for f in analyze(p.text, "page").findings}
     assert ("PAL101", line + 3) in got and {ln for _, ln in got} == {line + 3}
+
+
+def test_noqa_in_a_cell_applies_to_its_line():
+    quiet = BUGGY.replace("o_ref, sem)\n", "o_ref, sem)  # noqa: PAL101, PAL204\n", 1)
+    text = nb(("code", IMPORTS), ("code", quiet),
+              ("code", LAUNCH + "y = run(jnp.ones((8, 128)))\n"))
+    assert findings_in(to_program(text, NOTEBOOK)) == []
