@@ -5,7 +5,7 @@ import gc
 import threading
 from contextlib import contextmanager
 
-from pallas_lsp.engine import backend, noqa, relevance, reparse
+from pallas_lsp.engine import backend, expected_errors, noqa, relevance, reparse
 from pallas_lsp.engine.interp import LIBRARY_ROOTS, Interpreter
 from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descriptor, Finding,
                                      LaunchSite, Ref, Related, Seq, Span)
@@ -91,7 +91,10 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
                          names=not findings_only)
     interp.run()
     events = backend.tpu_only(interp.events, interp.kernel_backend, interp.file_backend)
-    ctx = Context(src=src, events=events, sites=interp.sites)
+    # Kernels a test launches to see them fail are not judged (expected_errors.py).
+    expected_errors.mark_called_inside(src.tree, src.text, interp.events.launches)
+    ctx = Context(src=src, events=expected_errors.without_expected(events), sites=interp.sites)
+    expected_defs = expected_errors.expected_defs(interp.events)
     tables: dict[str, dict] = {"": noqa.noqa_lines(src.text)}
     seen: set[tuple] = set()
     findings: list[Finding] = []
@@ -128,7 +131,8 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
                     findings.append(mirror)
     for floor in FLOOR:
         for f in floor.check(ctx, interp):
-            if f.span not in engine_spans and _keep(f, src, tables[""], seen):
+            if f.span not in engine_spans and not expected_errors.inside_expected(
+                    f.span.line, expected_defs) and _keep(f, src, tables[""], seen):
                 findings.append(f)
     findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
     for items in foreign.values():

@@ -154,6 +154,7 @@ class Launch:
     scratch: Value | None = None
     grid: Value | None = None
     compiler_params: Value | None = None
+    expects_error: bool = False  # launched inside `assertRaises` / `pytest.raises`
 
 
 @record

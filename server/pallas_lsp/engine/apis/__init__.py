@@ -17,7 +17,7 @@ from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.apis import (allocations, control, dma, kernels, partials, pytrees, refs,
                                     semaphores)
 from pallas_lsp.engine.events import Arg, KernelOp
-from pallas_lsp.engine.model import Array, Value
+from pallas_lsp.engine.model import Api, Array, Value
 from pallas_lsp.engine.values import UNKNOWN
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ FAMILIES = (dma.handle, refs.handle, semaphores.handle, kernels.handle, allocati
 def call(host: Host, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
          frame: Frame) -> Value:
     t = api.tail(name)
+    if t in ("CompilerParams", "TPUCompilerParams") and name.startswith("pltpu.") \
+            and _sparsecore_kernel_type(kwargs.get("kernel_type")):
+        return backend.Hint(backend=backend.TPU, core=backend.SPARSECORE)
     for family in FAMILIES:
         out = family(host, name, t, args, kwargs, node, frame)
         if out is not None:
@@ -51,3 +54,9 @@ def call(host: Host, name: str, args: list[Arg], kwargs: dict[str, Arg], node: a
     for a in list(args) + list(kwargs.values()):
         host.escape(a.value)
     return UNKNOWN
+
+
+def _sparsecore_kernel_type(arg: Arg | None) -> bool:
+    """`kernel_type=pltpu.KernelType.SC_VECTOR_SUBCORE` (or SC_SCALAR_SUBCORE)."""
+    v = arg.value if arg is not None else None
+    return isinstance(v, Api) and v.name.rpartition(".")[2].startswith("SC_")

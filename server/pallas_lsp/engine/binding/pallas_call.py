@@ -127,6 +127,8 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
                     kernel_node=knode, bound=False, backend=be, in_specs=pc.in_specs,
                     out_specs=pc.out_specs, out_shape=pc.out_shape, scratch=pc.scratch,
                     grid=pc.grid, compiler_params=pc.compiler_params)
+    if backend.sparsecore_mesh(pc.compiler_params):  # kernel_type=KernelType.SC_...
+        launch.core = backend.SPARSECORE
     host.events.launches.append(launch)
     if not isinstance(kernel, Func):
         launch.reason = "the kernel is not a function the engine can see"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from pallas_lsp.engine import flow, pyops
+from pallas_lsp.engine import expected_errors, flow, pyops
 from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.events import Arg, RefAccess
 from pallas_lsp.engine.frames import Frame, Scope
@@ -211,7 +211,10 @@ class StatementsMixin:
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, UNKNOWN if not isinstance(v, Ref) else v,
                             frame, None)
+        before = len(self.events.launches)
         self.exec_body(node.body, frame)
+        if expected_errors.expects_raise(node):
+            expected_errors.mark(self.events.launches, before)
 
     stmt_AsyncWith = stmt_With
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.events import Launch
 from pallas_lsp.engine.model import Const, Seq, Space
 from pallas_lsp.engine.records import frozen
@@ -22,12 +23,15 @@ BLOCK_SPACES = (None, Space.VMEM)
 
 
 def tpu_launches(events) -> list[Launch]:
-    return [la for la in events.launches
-            if la.api == "pallas_call" and la.backend == "tpu" and la.node is not None]
+    """TensorCore launches: a SparseCore has its own lowering (it sorts, scans,
+    adds by DMA and tiles differently), so these rules do not judge it."""
+    return [la for la in events.launches if la.api == "pallas_call" and la.backend == "tpu"
+            and la.core != SPARSECORE and la.node is not None]
 
 
 def tpu_kernel_ids(events) -> set[int]:
-    return {la.kernel_id for la in events.launches if la.backend == "tpu" and la.kernel_id}
+    return {la.kernel_id for la in events.launches
+            if la.backend == "tpu" and la.core != SPARSECORE and la.kernel_id}
 
 
 def items(v) -> list | None:

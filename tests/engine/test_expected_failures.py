@@ -1,0 +1,175 @@
+"""Kernel test suites that check JAX's errors on purpose, and SparseCore kernels.
+
+A kernel launched only inside `with self.assertRaises...` / `pytest.raises` is
+wrong by design: no finding (the kinds rules and the syntax floor alike). The
+same kernel launched anywhere else is judged. A `pallas_call` with
+`kernel_type=pltpu.KernelType.SC_*` runs on a SparseCore, whose lowering sorts,
+flips and tiles unlike the TensorCore: the TensorCore-only rules stay silent."""
+import pytest
+
+from tests.engine.conftest import codes
+
+# A DMA that signals a whole (1,) semaphore array: JAX says "Cannot signal on a
+# non-()-shaped semaphore" (PAL103).
+KERNEL = '''
+def kernel(x_hbm_ref, y_hbm_ref):
+    def body(sem):
+        pltpu.async_copy(x_hbm_ref.at[pl.ds(8), :], y_hbm_ref.at[:, pl.ds(128)], sem).wait()
+    pltpu.run_scoped(body, pltpu.SemaphoreType.DMA((1,)))
+
+LAUNCH = dict(in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))
+'''
+
+
+def test_launch_outside_any_block_is_judged():
+    assert codes(KERNEL + '''
+class T:
+    def test_it(self):
+        pl.pallas_call(kernel, **LAUNCH)(jnp.zeros((8, 128)))
+''') == ["PAL103"]
+
+
+@pytest.mark.parametrize("block", [
+    "self.assertRaisesRegex(ValueError, 'Cannot signal')",
+    "self.assertRaises(ValueError)",
+    "self.assertRaisesWithLiteralMatch(ValueError, 'x')",
+    "pytest.raises(ValueError, match='Cannot signal')",
+])
+def test_launch_only_inside_an_expected_error_block_is_not(block):
+    assert codes(KERNEL + f'''
+import pytest
+
+class T:
+    def test_it(self):
+        with {block}:
+            pl.pallas_call(kernel, **LAUNCH)(jnp.zeros((8, 128)))
+''') == []
+
+
+def test_also_launched_outside_the_block_is_judged():
+    assert codes(KERNEL + '''
+class T:
+    def test_error(self):
+        with self.assertRaises(ValueError):
+            pl.pallas_call(kernel, **LAUNCH)(jnp.zeros((8, 128)))
+
+def main():
+    pl.pallas_call(kernel, **LAUNCH)(jnp.zeros((8, 128)))
+''') == ["PAL103"]
+
+
+def test_a_module_helper_is_judged_even_if_only_the_block_calls_it():
+    """A module-level launcher is anyone's to call: its kernel is judged."""
+    assert codes(KERNEL + '''
+def launch(x):
+    return pl.pallas_call(kernel, **LAUNCH)(x)
+
+class T:
+    def test_it(self):
+        with self.assertRaises(ValueError):
+            launch(jnp.zeros((8, 128)))
+''') == ["PAL103"]
+
+
+def test_other_with_blocks_do_not_hide_findings():
+    assert codes(KERNEL + '''
+import contextlib
+
+class T:
+    def test_it(self):
+        with contextlib.suppress(ValueError):
+            pl.pallas_call(kernel, **LAUNCH)(jnp.zeros((8, 128)))
+''') == ["PAL103"]
+
+
+DECORATED = '''
+class T:
+    def test_it(self):
+        x = jnp.zeros((8, 128))
+
+        @functools.partial(pl.pallas_call, out_shape=x,
+                           in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                           out_specs=pl.BlockSpec(memory_space=pl.ANY))
+        def kernel(x_hbm_ref, y_hbm_ref):
+            def body(sem):
+                pltpu.async_copy(x_hbm_ref, y_hbm_ref, sem).wait()
+            pltpu.run_scoped(body, pltpu.SemaphoreType.DMA((1,)))
+
+{call}
+'''
+
+
+def test_decorated_kernel_called_only_in_the_block():
+    """The decorator launches it (outside the block); the test calls it inside."""
+    inside = "        with self.assertRaisesRegex(ValueError, 'Cannot signal'):\n" \
+             "            kernel(x)"
+    assert codes(DECORATED.format(call=inside)) == []
+
+
+def test_decorated_kernel_called_outside_the_block_too():
+    both = "        with self.assertRaisesRegex(ValueError, 'Cannot signal'):\n" \
+           "            kernel(x)\n" \
+           "        kernel(x)"
+    assert codes(DECORATED.format(call=both)) == ["PAL103"]
+
+
+def test_syntax_floor_is_quiet_in_an_expected_failure_too():
+    """`x_ref[...]` as a DMA source is a load (the floor reports it from the text
+    alone); in a kernel that a test launches to see fail, it does not."""
+    body = '''
+class T:
+    def test_it(self):
+        def kernel(x_hbm_ref, y_hbm_ref, sem):
+            copy = pltpu.make_async_copy(x_hbm_ref[...], y_hbm_ref, sem)
+            copy.start()
+            copy.wait()
+        with self.assertRaises(Exception):
+            pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                           out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                           scratch_shapes=[pltpu.SemaphoreType.DMA])(jnp.zeros((8, 128)))
+'''
+    assert codes(body) == []
+    assert codes(body.replace("        with self.assertRaises(Exception):\n", "        if True:\n")) \
+        == ["PAL101", "PAL204"]  # a load of an ANY Ref, passed where a Ref is due
+
+
+SPARSECORE = '''
+def kernel(x_ref, o_ref):
+    o_ref[...] = jnp.flip(x_ref[...], axis=-1)
+
+x = jnp.arange(16, dtype=jnp.int32)
+y = pl.pallas_call(kernel, out_shape=x{params})(x)
+'''
+
+
+def test_tensorcore_kernel_gets_the_lowering_finding():
+    assert codes(SPARSECORE.format(params="")) == ["PAL402"]
+
+
+@pytest.mark.parametrize("kind", ["SC_VECTOR_SUBCORE", "SC_SCALAR_SUBCORE"])
+def test_sparsecore_kernel_type_is_not_judged_as_tensorcore(kind):
+    params = f", compiler_params=pltpu.CompilerParams(kernel_type=pltpu.KernelType.{kind})"
+    assert codes(SPARSECORE.format(params=params)) == []
+
+
+def test_sparsecore_params_through_a_test_class_partial():
+    assert codes('''
+class T:
+    def vector_kernel(self, **kwargs):
+        return functools.partial(
+            pl.pallas_call, **kwargs,
+            compiler_params=pltpu.CompilerParams(
+                kernel_type=pltpu.KernelType.SC_VECTOR_SUBCORE))
+
+    def test_flip(self):
+        x = jnp.arange(16, dtype=jnp.int32)
+
+        @self.vector_kernel(out_shape=x)
+        def kernel(x_ref, o_ref):
+            o_ref[...] = jnp.flip(x_ref[...], axis=-1)
+
+        kernel(x)
+''') == []
