@@ -173,3 +173,39 @@ class T:
 
         kernel(x)
 ''') == []
+
+
+FLOOR = '''
+class T:
+    def test_it(self):
+        def kernel(x_hbm_ref, y_hbm_ref, sem):
+            pltpu.async_copy(x_hbm_ref{src}, y_hbm_ref, sem.at[0]{priority}).wait()
+        with {block}:
+            pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                           out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                           scratch_shapes=[pltpu.SemaphoreType.DMA((1,))])(jnp.zeros((8, 128)))
+'''
+
+
+def test_a_block_expecting_another_message_keeps_the_floor():
+    """The test expects "Cannot signal"; a `[...]` load passed as the source
+    raises another error first, so the test would fail: the floor says so."""
+    block = "self.assertRaisesRegex(ValueError, 'Cannot signal')"
+    assert codes(FLOOR.format(src="", priority="", block=block)) == []
+    assert codes(FLOOR.format(src="[...]", priority="", block=block)) == ["PAL101"]
+    assert codes(FLOOR.format(src="", priority=", priority=-1", block=block)) == ["PAL108"]
+
+
+@pytest.mark.parametrize("block", ["self.assertRaises(Exception)",
+                                   "pytest.raises(Exception)",
+                                   "self.assertRaisesRegex(ValueError, name_of_regex)"])
+def test_a_block_taking_any_message_hides_the_floor_too(block):
+    assert codes("import pytest\nname_of_regex = 'x'\n"
+                 + FLOOR.format(src="[...]", priority="", block=block)) == []
+
+
+def test_a_block_expecting_the_floors_own_message_hides_it():
+    block = "pytest.raises(ValueError, match='arguments must be Refs')"
+    found = codes("import pytest\n" + FLOOR.format(src="[...]", priority="", block=block))
+    assert "PAL101" not in found

@@ -131,8 +131,8 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
                     findings.append(mirror)
     for floor in FLOOR:
         for f in floor.check(ctx, interp):
-            if f.span not in engine_spans and not expected_errors.inside_expected(
-                    f.span.line, expected_defs) and _keep(f, src, tables[""], seen):
+            if f.span not in engine_spans and not expected_errors.expected_floor_finding(
+                    f.span.line, f.message, expected_defs) and _keep(f, src, tables[""], seen):
                 findings.append(f)
     findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
     for items in foreign.values():

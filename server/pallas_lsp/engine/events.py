@@ -155,6 +155,7 @@ class Launch:
     grid: Value | None = None
     compiler_params: Value | None = None
     expects_error: bool = False  # launched inside `assertRaises` / `pytest.raises`
+    expected_pattern: str = ""  # the message that block expects ("" any)
 
 
 @record

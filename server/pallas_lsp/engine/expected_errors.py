@@ -3,12 +3,19 @@
 Test suites check their error messages: `with self.assertRaisesRegex(ValueError,
 "Cannot signal"): pl.pallas_call(kernel, ...)(x)`. The kernel is wrong by design
 and the test is right, so reporting it would be a false alarm on correct code.
-A kernel whose every launch sits inside such a block is left out of the rules
-(the syntax floor included); one launched anywhere else as well is judged.
+A kernel whose every launch sits inside such a block is left out of the rules;
+one launched anywhere else as well is judged.
+
+The syntax floor (mistakes the text alone decides) still speaks in such a
+kernel when the block names the message it expects and the floor's finding is
+another one: a `x_ref[...]` passed to a DMA in a test that expects "Cannot
+signal" makes the test fail, so it is a bug there too. Under a bare
+`assertRaises(Exception)` any error passes the test, and nothing is said.
 """
 from __future__ import annotations
 
 import ast
+import re
 
 from pallas_lsp.engine.events import Events, Launch
 from pallas_lsp.engine.records import replace
@@ -19,8 +26,9 @@ _UNITTEST_PREFIX = "assertRaises"
 _PYTEST = ("raises",)
 
 
-def expects_raise(node: ast.With) -> bool:
-    """Is this `with` a block that the test expects to raise?"""
+def expected_pattern(node: ast.With | ast.AsyncWith) -> str | None:
+    """None: not a block the test expects to raise. Else the regular
+    expression its message must match ("": any message)."""
     for item in node.items:
         call = item.context_expr
         if not isinstance(call, ast.Call):
@@ -28,21 +36,51 @@ def expects_raise(node: ast.With) -> bool:
         f = call.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
         if name.startswith(_UNITTEST_PREFIX) and isinstance(f, ast.Attribute):
-            return True
+            text = _literal(call.args[1]) if len(call.args) > 1 else None
+            if text is None:
+                text = _literal(_keyword(call, "expected_regex") or _keyword(call, "expected_regexp"))
+            if text and "Literal" in name:
+                return re.escape(text)
+            return _valid(text)
         if name in _PYTEST and (isinstance(f, ast.Name) or _is_pytest(f.value)):
-            return True
-    return False
+            return _valid(_literal(_keyword(call, "match")))
+    return None
+
+
+def expects_raise(node: ast.With | ast.AsyncWith) -> bool:
+    return expected_pattern(node) is not None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.AST | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _literal(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _valid(pattern: str | None) -> str:
+    """A pattern re can compile, else "" (any message: the safe reading)."""
+    if not pattern:
+        return ""
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return ""
+    return pattern
 
 
 def _is_pytest(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id == "pytest"
 
 
-def mark(launches: list[Launch], start: int) -> None:
+def mark(launches: list[Launch], start: int, pattern: str = "") -> None:
     """Mark the launches made since index `start` (the block's body, with the
     kernels they launched in turn)."""
     for launch in launches[start:]:
-        launch.expects_error = True
+        if not launch.expects_error:
+            launch.expects_error = True
+            launch.expected_pattern = pattern
 
 
 def mark_called_inside(tree: ast.Module, text: str, launches: list[Launch]) -> None:
@@ -55,12 +93,15 @@ def mark_called_inside(tree: ast.Module, text: str, launches: list[Launch]) -> N
     if not defs:
         return
     for launch in launches:
-        if launch.kernel_node is not None and id(launch.kernel_node) in defs:
+        if launch.kernel_node is not None and id(launch.kernel_node) in defs \
+                and not launch.expects_error:
             launch.expects_error = True
+            launch.expected_pattern = defs[id(launch.kernel_node)]
 
 
-def _called_only_inside(tree: ast.Module) -> set[int]:
-    found: set[int] = set()
+def _called_only_inside(tree: ast.Module) -> dict[int, str]:
+    """id(kernel def) -> the pattern of the block it is called in."""
+    found: dict[int, str] = {}
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -68,12 +109,16 @@ def _called_only_inside(tree: ast.Module) -> set[int]:
                   and expects_raise(w)]
         if not blocks:
             continue
-        inside = {id(n) for w in blocks for n in ast.walk(w)}
-        called_in, called_out = set(), set()
+        inside = {id(n): expected_pattern(w) for w in blocks for n in ast.walk(w)}
+        called_in: dict[str, str] = {}
+        called_out: set[str] = set()
         kernels: dict[str, ast.AST] = {}
         for n in _own(fn):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                (called_in if id(n) in inside else called_out).add(n.func.id)
+                if id(n) in inside:
+                    called_in.setdefault(n.func.id, inside[id(n)])
+                else:
+                    called_out.add(n.func.id)
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not fn:
                 kernels[n.name] = n
             elif isinstance(n, ast.Assign) and len(n.targets) == 1 \
@@ -82,9 +127,9 @@ def _called_only_inside(tree: ast.Module) -> set[int]:
                 wrapped = n.value.args[0].id  # f = pl.pallas_call(kernel, ...)
                 if wrapped in kernels:
                     kernels[n.targets[0].id] = kernels[wrapped]
-        for name in called_in - called_out:
-            if name in kernels:
-                found.add(id(kernels[name]))
+        for name, pattern in called_in.items():
+            if name in kernels and name not in called_out:
+                found[id(kernels[name])] = pattern
     return found
 
 
@@ -110,10 +155,11 @@ def expected_kernels(events: Events) -> set[int]:
     return inside - outside
 
 
-def expected_defs(events: Events) -> list[ast.AST]:
-    """The kernel functions launched only inside expected-error blocks."""
-    inside = {id(la.kernel_node): la.kernel_node for la in events.launches
-              if la.expects_error and la.kernel_node is not None}
+def expected_defs(events: Events) -> list[tuple[ast.AST, str]]:
+    """The kernel functions launched only inside expected-error blocks, each
+    with the message pattern of its block."""
+    inside = {id(la.kernel_node): (la.kernel_node, la.expected_pattern)
+              for la in events.launches if la.expects_error and la.kernel_node is not None}
     for la in events.launches:
         if not la.expects_error and la.kernel_node is not None:
             inside.pop(id(la.kernel_node), None)
@@ -148,6 +194,18 @@ def without_expected(events: Events) -> Events:
                    launches=[la for la in events.launches if not la.expects_error])
 
 
-def inside_expected(line: int, defs: list[ast.AST]) -> bool:
-    """Is `line` in the body of one of `defs`?"""
-    return any(d.lineno <= line <= (d.end_lineno or d.lineno) for d in defs)
+def expected_floor_finding(line: int, message: str, defs: list[tuple[ast.AST, str]]) -> bool:
+    """Is a syntax-floor finding at `line` (0-based) one that its test expects: inside
+    an expected-to-fail kernel whose block takes any message, or this one?"""
+    for d, pattern in defs:
+        if d.lineno - 1 <= line <= (d.end_lineno or d.lineno) - 1:
+            if not pattern or _matches(pattern, message):
+                return True
+    return False
+
+
+def _matches(pattern: str, message: str) -> bool:
+    try:
+        return re.search(pattern, message) is not None
+    except (re.error, RecursionError):
+        return True

@@ -213,8 +213,9 @@ class StatementsMixin:
                             frame, None)
         before = len(self.events.launches)
         self.exec_body(node.body, frame)
-        if expected_errors.expects_raise(node):
-            expected_errors.mark(self.events.launches, before)
+        pattern = expected_errors.expected_pattern(node)
+        if pattern is not None:
+            expected_errors.mark(self.events.launches, before, pattern)
 
     stmt_AsyncWith = stmt_With
 
