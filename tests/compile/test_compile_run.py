@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compile_helpers import FIXTURES, GENS, SCRIPT, expected  # noqa: E402
+from compile_helpers import FIXTURES, GENS, SCRIPT, compile_expected, expected  # noqa: E402
 from runs_helpers import PYTHON, processes_in_group, sshd  # noqa: E402,F401 (fixture)
 
 from pallas_lsp.runs import RunSpec, Status, run, start_run  # noqa: E402
@@ -31,7 +31,7 @@ def test_every_expected_line_gets_its_diagnostic(compiled):
     assert res.status is Status.FAILED, res.summary
     assert res.tests == {"passed": 1}, res.summary  # the script itself runs in interpret mode
     got = {(Path(d.path).name, d.span.line + 1): d for d in res.diagnostics}
-    want = expected()
+    want = compile_expected()
     assert set(got) == set(want), [(Path(d.path).name, d.span.line + 1, d.message[:80])
                                    for d in res.diagnostics]
     for key, code in want.items():
