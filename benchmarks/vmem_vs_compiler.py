@@ -68,7 +68,7 @@ def _block_shape(bm) -> tuple:
     out = []
     for d in bm.block_shape:
         size = getattr(d, "block_size", d)
-        out.append(1 if size is None else int(size))
+        out.append(int(size) if isinstance(size, int) else 1)  # None / Squeezed: one row
     return tuple(out)
 
 
@@ -455,9 +455,15 @@ def measure(cases: dict, gens) -> list[dict]:
             found = launches(fn, args)
         except Exception as e:  # noqa: BLE001
             rows.append({"case": name, "error": f"trace: {_first_line(e)}"})
+            print(f"| {name} | trace: {_first_line(e)} |", flush=True)
             continue
         for k, (params, avals) in enumerate(found):
-            est = vmem.estimate(needs(params))
+            try:
+                est = vmem.estimate(needs(params))
+            except Exception as e:  # noqa: BLE001 - a jax structure the script does not read
+                rows.append({"case": name, "error": f"model input: {_first_line(e)}"})
+                print(f"| {name} | model input: {_first_line(e)} |", flush=True)
+                continue
             row = {"case": name + (f" #{k + 1}" if len(found) > 1 else ""),
                    "kernel": str(params.get("name") or ""), "estimate": est.total}
             for gen in gens:

@@ -106,7 +106,7 @@ def test_hover_note_once_per_launch():
     assert [ln for ln, _ in notes] == [LAUNCH_LINE - 1]
     text = notes[0][1]
     # the two distinct figures one after the other, each once (four launch events)
-    assert text.count("**Scoped VMEM**") == 2 and "(variant 2 of 2)" in text
+    assert text.count("**Scoped VMEM estimate**") == 2 and "(variant 2 of 2)" in text
     assert text.count("| `out_specs` |") == 2
 
 

@@ -379,10 +379,10 @@ def hover_rows(events, span_of) -> list:
     for span, tables in by_span.items():
         sections = []
         for k, table in enumerate(tables):
-            title = "**Scoped VMEM**" + (f" (variant {k + 1} of {len(tables)})"
-                                         if len(tables) > 1 else "")
-            sections.append("\n".join([title + " (pallas-lsp, as the TPU compiler counts it)",
-                                       ""] + table))
+            title = "**Scoped VMEM estimate**" + (f" (variant {k + 1} of {len(tables)})"
+                                                  if len(tables) > 1 else "")
+            sections.append("\n".join([title + " (pallas-lsp, counted as the TPU compiler "
+                                       "does)", ""] + table))
         out.append((span, "\n\n".join(sections)))
     return out
 
