@@ -264,7 +264,7 @@ def whole_vmem_operand(rows, cols, n):
                               in_specs=[pl.BlockSpec((rows, cols), lambda i: (i, 0)),
                                         pl.BlockSpec(memory_space=pltpu.VMEM)],
                               out_specs=pl.BlockSpec((rows, cols), lambda i: (i, 0)))(x, y)
-    return f, [S((rows * n, cols), F32), S((rows * n, cols), F32)]
+    return f, [S((rows * n, cols), F32), S((rows, cols), F32)]
 
 
 def accumulate(rows, cols, n, dtype, acc_dtype=F32):
@@ -441,6 +441,20 @@ def _jax_ops():
                 return gmm(lhs, rhs, sizes, tiling=tiling)
             return f, [S((m, k), dtype), S((g, k, n), dtype), S((g,), jnp.int32)]
         cases[f"jax megablox gmm {jnp.dtype(dtype).name} {m}x{k}x{n} g{g}"] = gmm_case
+    from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as pa
+
+    for (b, hq, hkv, d, pages, page, per_seq, per_block, dtype) in [
+            (4, 8, 2, 128, 64, 16, 8, 4, BF16), (2, 16, 16, 128, 128, 32, 16, 8, F32)]:
+        def paged(b=b, hq=hq, hkv=hkv, d=d, pages=pages, page=page, per_seq=per_seq,
+                  per_block=per_block, dtype=dtype):
+            def f(q, k, v, lengths, idx):
+                return pa.paged_attention(q, k, v, lengths, idx,
+                                          pages_per_compute_block=per_block)
+            kv = S((hkv, pages, page, d), dtype)
+            return f, [S((b, hq, d), dtype), kv, kv, S((b,), jnp.int32),
+                       S((b, per_seq), jnp.int32)]
+        cases[f"jax paged_attention {jnp.dtype(dtype).name} b{b} hq{hq} hkv{hkv} "
+              f"page{page} blk{per_block}"] = paged
     return cases
 
 

@@ -100,6 +100,10 @@ def _text(rows, gens) -> str:
         label = f" (variant {variants[site]})" if variants[site] > 1 else ""
         est = lv.estimate
         lines.append(f"{path}:{site[1]}: {lv.launch.kernel or '?'}{label}")
+        if all(p.shape is None for p in est.parts):
+            lines.append("  no block or scratch shape is known here (they come from values "
+                         "the engine does not see)")
+            continue
         for p in est.parts:
             shape = "?" if p.shape is None else f"{p.dtype or '?'}[{', '.join(map(str, p.shape))}]"
             count = "?" if p.count is None else str(p.count)

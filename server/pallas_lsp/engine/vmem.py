@@ -68,11 +68,14 @@ def buffer_count(*, steps: int | None, constant_index: bool | None, buffered: in
     """How many buffers the pipeline gives a block: one when the grid has one
     step, the index map is constant, the block is the whole array (even with
     an explicit `Buffered(2)`) or `Buffered(1)`; `n` for `Buffered(n)`; two
-    otherwise. None when it depends on something unknown."""
+    otherwise (also when the grid's size is known only at run time). None
+    when it depends on something unknown."""
     if steps == 1 or constant_index or whole_array or buffered == 1:
         return 1
     if buffered is not None:
         return buffered
+    if constant_index is False and whole_array is False:
+        return 2  # a block that moves: two, also on a grid sized at run time
     if steps is None or constant_index is None or whole_array is None:
         return None
     return 2

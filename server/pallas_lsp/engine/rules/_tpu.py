@@ -215,11 +215,10 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
     label = f"{key}[{i}]" if n > 1 or key == "in_specs" else key
     dtype = array.dtype if array is not None else None
     ashape = array.shape if array is not None and known_shape(array.shape) else None
+    # (squeezed dims are not in the Spec's block_shape; None there is unknown)
     block = spec.block_shape if spec.block_shape is not None else ashape
-    if block is not None:
-        block = tuple(1 if d is None else d for d in block)  # squeezed dims
-        if not known_shape(block):
-            block = None
+    if block is not None and not known_shape(block):
+        block = None
     decl = spec.decl if spec.decl is not None else spec_node(launch, key, i)
     if spec.block_shape is None and isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec" \
             and _arg(decl, 0, "block_shape") is None:
