@@ -68,7 +68,7 @@ def test_vmem_text(tmp_path, capsys):
     # 256 rows: out bf16 256x1024 = 512 KiB x2, scratch f32 1 MiB, input dtype unknown
     assert "bfloat16[256, 1024]" in out and "1.0 MiB  scratch" in out
     assert "v5e: under (so far) 16.0 MiB" in out
-    # 2048 rows: out 4 MiB x2 + scratch 8 MiB + input >= 2 MiB x2 = >= 20 MiB: over v5e only
+    # 2048 rows: out 4 MiB x2 + scratch 8 MiB + input >= 1 MiB x2 = >= 18 MiB: over v5e only
     assert "v5e: over (if the scratch is kept) 16.0 MiB" in out
     assert "v6e: under (so far) 32.0 MiB" in out
 
@@ -87,10 +87,10 @@ def test_vmem_json_and_generation(tmp_path, capsys):
         "bytes_each": 4 << 20, "buffers": 2, "bytes": 8 << 20, "exact": True,
         "why": "double-buffered"}
     assert parts["scratch[0] acc_ref"]["bytes"] == 8 << 20  # read across steps: kept
-    # the input's dtype is not known: int8, the smallest, as a floor
-    assert parts["in_specs[0]"]["exact"] is False and parts["in_specs[0]"]["bytes"] == 4 << 20
-    assert big["total"] == sum(q["bytes"] for q in big["parts"]) == 20 << 20
-    assert big["floor"] == 12 << 20 and big["exact"] is False
+    # the input's dtype is not known: half a byte an element (int4, the smallest), as a floor
+    assert parts["in_specs[0]"]["exact"] is False and parts["in_specs[0]"]["bytes"] == 2 << 20
+    assert big["total"] == sum(q["bytes"] for q in big["parts"]) == 18 << 20
+    assert big["floor"] == 10 << 20 and big["exact"] is False
     assert big["limits"] == {"v4": {"limit": 16 << 20, "over": True}}
     assert small["limits"] == {"v4": {"limit": 16 << 20, "over": False}}
 
@@ -115,11 +115,11 @@ def test_pal404_only_when_over_on_every_generation():
     assert "PAL404" not in codes  # over on v5e (16 MiB), not on v6e (32 MiB)
     bigger = KERNEL.replace("rows=2048", "rows=4096")
     found = [f for f in analyze(bigger, "kern.py").findings if f.code == "PAL404"]
-    # out 8 MiB x1 (one step) + input >= 4 MiB + scratch: the floor (no scratch) is
-    # 12 MiB, under both limits: silent
+    # out 8 MiB x1 (one step) + input >= 2 MiB + scratch: the floor (no scratch) is
+    # 10 MiB, under both limits: silent
     assert found == []
     huge = KERNEL.replace("(4096, 1024), jnp.bfloat16", "(16384, 1024), jnp.float32") \
         .replace("4096 // rows", "16384 // rows").replace("rows=2048", "rows=8192")
     (f,) = [f for f in analyze(huge, "kern.py").findings if f.code == "PAL404"]
     assert f.span.line == LAUNCH_LINE - 1
-    assert f.message.startswith("Scoped allocation with size 80.0 MiB and limit 32.0 MiB")
+    assert f.message.startswith("Scoped allocation with size 72.0 MiB and limit 32.0 MiB")

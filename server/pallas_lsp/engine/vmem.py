@@ -19,13 +19,11 @@ from pallas_lsp.engine.records import frozen
 
 ITEMSIZE = {"float32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2, "int16": 2,
             "uint16": 2, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-            "int4": 1, "uint4": 1, "bool": 4, "float64": 8, "int64": 8, "uint64": 8}
-# bool blocks are int32 in VMEM; 4-bit types are counted as a byte (a floor for int4 is
-# the int8 figure halved, which `floor_bytes` does not need: no int4 block was measured).
+            "bool": 4, "float64": 8, "int64": 8, "uint64": 8}
+# bool blocks are int32 in VMEM. 4-bit types were not measured: they count as unknown.
 LANES = 128
 SUBLANES = 8
 MIN_ROW_BYTES = 1024  # a 2-D buffer takes at least 1 KiB per 128 lanes (measured)
-MIN_ITEMSIZE = 1
 
 
 def _round_up(n: int, m: int) -> int:
@@ -124,9 +122,10 @@ def part(need: Need) -> Part:
     each = padded_bytes(tuple(need.shape), size) if shape_known and size else None
     if each is not None and need.count is not None:
         nbytes, exact = each * need.count, True
-    else:  # a floor: the smallest dtype, one buffer when unknown, nothing for an unknown shape
+    else:  # a floor: half a byte an element (int4, the smallest TPU dtype), one buffer
+        # when the count is unknown, nothing for an unknown shape
         one = each if each is not None else (
-            padded_bytes(tuple(need.shape), MIN_ITEMSIZE) if shape_known else 0)
+            padded_bytes(tuple(need.shape), 1) // 2 if shape_known else 0)
         nbytes, exact = one * (need.count or 1), False
     floor = 0 if need.kind == "scratch" else nbytes
     return Part(need.name, need.kind, need.shape, need.dtype, each, need.count, nbytes, floor,
