@@ -123,3 +123,17 @@ def test_pal404_only_when_over_on_every_generation():
     (f,) = [f for f in analyze(huge, "kern.py").findings if f.code == "PAL404"]
     assert f.span.line == LAUNCH_LINE - 1
     assert f.message.startswith("Scoped allocation with size 72.0 MiB and limit 32.0 MiB")
+
+
+def test_vmem_unknown_shapes_are_said_not_guessed(tmp_path, capsys):
+    p = _write(tmp_path, KERNEL.replace("def run(x, twice: bool = False, rows: int = 256):",
+                                        "def run(x, rows, twice: bool = False):")
+               .replace("return run(x, rows=2048)", "return x")
+               .replace("return run(x, True)", "return x"))
+    assert main(["vmem", str(p), "--output-format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["launches"]
+    assert row["exact"] is False and row["total"] == 0 and row["floor"] == 0
+    assert all(q["shape"] is None for q in row["parts"])
+    assert row["limits"]["v5e"]["over"] is False
+    assert main(["vmem", str(p)]) == 0
+    assert "no block or scratch shape is known here" in capsys.readouterr().out

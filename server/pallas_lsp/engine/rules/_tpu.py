@@ -313,8 +313,8 @@ def launch_vmem(launch: Launch) -> LaunchVmem | None:
                 array = shapes[i]
             needs.append(_block_need(launch, key, i, len(specs), spec, array, dims))
     if whole_inputs:
-        needs.append(vmem.Need("inputs (no in_specs: whole arrays)", "operand", None, None, 1,
-                               "whole array"))
+        needs.append(vmem.Need("inputs", "operand", None, None, 1,
+                               "no in_specs: each whole, once"))
     scratch = items(launch.scratch) or []
     names = _scratch_params(launch.kernel_node, len(scratch))
     for i, alloc in enumerate(scratch):
