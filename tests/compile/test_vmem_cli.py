@@ -137,3 +137,29 @@ def test_vmem_unknown_shapes_are_said_not_guessed(tmp_path, capsys):
     assert row["limits"]["v5e"]["over"] is False
     assert main(["vmem", str(p)]) == 0
     assert "no block or scratch shape is known here" in capsys.readouterr().out
+
+
+def test_a_grid_the_engine_does_not_know_may_have_one_step(tmp_path, capsys):
+    """grid=(n // 4096,): n unknown, so one step is possible and the compiler
+    would then keep one buffer per block. No PAL404 from assuming two."""
+    p = _write(tmp_path, '''import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def k(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def f(x, n):
+    return pl.pallas_call(k, out_shape=jax.ShapeDtypeStruct((n, 1024), jnp.float32),
+                          grid=(n // 4096,),
+                          in_specs=[pl.BlockSpec((4096, 1024), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((4096, 1024), lambda i: (i, 0)))(x)
+''')
+    assert main(["vmem", str(p), "--output-format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["launches"]
+    assert [q["buffers"] for q in row["parts"]] == [None, None]
+    # one f32 block + one at half a byte: 18 MiB, under v6e's 32 MiB (two of each: 36)
+    assert row["floor"] == (16 << 20) + (2 << 20)
+    assert "PAL404" not in [f.code for f in analyze(p.read_text(), str(p)).findings]

@@ -234,6 +234,8 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
                               buffered=n_buf if given else None, whole_array=whole)
     if given and n_buf is None and count != 1:
         count = None
+    if steps is None and dims is not None and not given and count == 2:
+        count = None  # a grid dimension the engine does not know may be 1: one buffer
     why = ("whole array" if whole else "grid of one step" if steps == 1 else
            "constant index map" if constant else f"Buffered({n_buf})" if given and n_buf else
            "double-buffered" if count == 2 else "")
