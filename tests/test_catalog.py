@@ -77,6 +77,7 @@ EXAMPLES = {
     "XLA:TPU compile permanent error. Ran out of memory in memory space vmem. Used 24.00M of"
     " 16.00M vmem.": "PAL404",
     "INTERNAL: Mosaic failed to compile TPU kernel: Invalid vector type for load": "PAL405",
+    "Only single (1) and double (2) buffering are supported. Got 3.": "PAL407",
     "Pallas encountered an internal verification error. Please file a bug at https://github.com/"
     "jax-ml/jax/issues/new/choose. Error details: 'tpu.wait_dma2' op DMA wait semaphore must be"
     " rank 0": "PAL406",

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compile_helpers import FIXTURES, GENS, SCRIPT, expected  # noqa: E402
+from compile_helpers import FIXTURES, GENS, SCRIPT, compile_expected, expected  # noqa: E402
 from runs_helpers import PYTHON, processes_in_group, sshd  # noqa: E402,F401 (fixture)
 
 from pallas_lsp.runs import RunSpec, Status, run, start_run  # noqa: E402
@@ -31,7 +31,7 @@ def test_every_expected_line_gets_its_diagnostic(compiled):
     assert res.status is Status.FAILED, res.summary
     assert res.tests == {"passed": 1}, res.summary  # the script itself runs in interpret mode
     got = {(Path(d.path).name, d.span.line + 1): d for d in res.diagnostics}
-    want = expected()
+    want = compile_expected()
     assert set(got) == set(want), [(Path(d.path).name, d.span.line + 1, d.message[:80])
                                    for d in res.diagnostics]
     for key, code in want.items():
@@ -238,3 +238,25 @@ def test_the_editors_run_command_compiles_by_default_unless_told():
     assert parse_run_args([{"uri": uri, "compile": False}]).compile == ()
     assert parse_run_args([{"uri": uri, "compile": True}]).compile == ("*",)
     assert parse_run_args([{"uri": uri, "compile": ["v4"]}]).compile == ("v4",)
+
+
+def test_compiler_wordings_get_their_codes_and_keep_the_figures(compiled):
+    """The compiler's own words for a catalog entry's error (E2002 int8 tiling,
+    uint8 `arith.divui`, a float16 scratch store) and the lowering's
+    `Buffered(3)` get the entry's code, on the BlockSpec / scratch entry /
+    statement, with the compiler's figures kept."""
+    got = {(Path(d.path).name, d.span.line + 1): d for d in compiled.diagnostics}
+    lines = {code: ln for (name, ln), code in compile_expected().items()
+             if name in ("pal4_compile_codes.py", "pal407_buffered_count.py")}
+    tiling = got[("pal4_compile_codes.py", lines["PAL401"])]
+    assert tiling.code == "PAL401" and "E2002" in tiling.message
+    assert "has tiling (32, 128)" in tiling.message and "block shape (..., 8, 128)" in tiling.message
+    assert tiling.span.col == len("        in_specs=[")  # the BlockSpec named by "input 0"
+    div = got[("pal4_compile_codes.py", lines["PAL403"])]
+    assert div.code == "PAL403" and "arith.divui" in div.message and "xi8" in div.message
+    f16 = got[("pal4_compile_codes.py", lines["PAL405"])]
+    assert f16.code == "PAL405" and "tpu.store" in f16.message and "xf16" in f16.message
+    assert f16.span.col == len("        scratch_shapes=[")  # the float16 scratch entry
+    buf = got[("pal407_buffered_count.py", lines["PAL407"])]
+    assert buf.code == "PAL407" and "Got 3." in buf.message
+    assert buf.span.col == len("        in_specs=[")

@@ -1,4 +1,4 @@
-"""Command line: `pallas-lsp check`, `coverage`, `rule`, `run`, `serve`.
+"""Command line: `pallas-lsp check`, `coverage`, `rule`, `run`, `serve`, `vmem`.
 
 This module builds the parser and dispatches to the subcommand asked for: one
 module each in this package (check.py, coverage.py, rule.py, run.py, serve.py).
@@ -20,6 +20,7 @@ COMMANDS = {
     "rule": "explain a code (every code check and run can print)",
     "run": "run a kernel's test in TPU interpret mode (or on a TPU)",
     "serve": "run the language server",
+    "vmem": "the scoped VMEM each TPU pallas_call needs, against each generation's limit",
 }
 
 
@@ -77,6 +78,8 @@ def _command(name: str):
         from pallas_lsp.cli import rule as command
     elif name == "run":
         from pallas_lsp.cli import run as command
+    elif name == "vmem":
+        from pallas_lsp.cli import vmem as command
     else:
         from pallas_lsp.cli import serve as command
     return command

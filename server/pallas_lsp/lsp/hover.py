@@ -240,7 +240,8 @@ def to_plaintext(markdown: str) -> str:
 
 
 def launch_sections(analysis, line: int, col: int) -> list[str]:
-    """The scoped VMEM estimate of the TPU pallas_call under the cursor."""
-    return [text for span, text in getattr(analysis, "launch_notes", ())
-            if span.line == line and span.col <= col <= span.end_col]
+    """The scoped VMEM estimate of the TPU pallas_call under the cursor, once
+    (the engine already gives one note per launch site)."""
+    return list(dict.fromkeys(text for span, text in getattr(analysis, "launch_notes", ())
+                              if span.line == line and span.col <= col <= span.end_col))
 

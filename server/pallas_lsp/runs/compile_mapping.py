@@ -30,6 +30,22 @@ CODE_COMPILE = "PAL903"  # a TPU compile error that no PAL4xx catalog entry name
 _MLIR_LOC = re.compile(r'"(?P<file>[^"]+\.py)":(?P<line>\d+):(?P<col>\d+)'
                        r'(?: to (?:(?P<eline>\d+):)?:?(?P<ecol>\d+))?')
 _ORIGIN = re.compile(r"Block spec for (?P<side>args|outputs)(?:\[(?P<idx>\d+)\])?")
+# Mosaic's name for a block (E2002): the index among in_specs / out_specs, without the
+# scalar-prefetch operands (measured).
+_WINDOW = re.compile(r"window params for (?P<side>input|output) (?P<idx>\d+)")
+_BUFFERED = re.compile(r"buffering are supported\. Got (?P<n>\d+)")
+
+# Compiler (libtpu) messages that are a catalog entry's error in other words: the
+# entry's own message is the Pallas lowering's (PAL401) or another Mosaic check.
+# Each reproduced by a deviceless compile (tests/compile/fixtures/compile_codes.py).
+_COMPILER_CODES = (
+    # an int8 / bf16 block that is not a whole number of the dtype's tiles
+    (re.compile(r"E2002: CompileTimeMosaicMisalignedBlockAndTiling"), "PAL401"),
+    # 8-bit integer arithmetic with no vector lowering (uint8 `//` is arith.divui)
+    (re.compile(r"failed to legalize operation 'arith\.\w+'[^\n]*xi8>"), "PAL403"),
+    # a store into a float16 VMEM Ref
+    (re.compile(r"failed to legalize operation 'tpu\.store'[^\n]*xf16"), "PAL405"),
+)
 
 # What to change, by kind of failure (used when no catalog entry matches).
 HINTS = {
@@ -44,12 +60,23 @@ HINTS = {
     "wait_sem": "Wait on one semaphore, `sems.at[i]`, as the copy was started with.",
     "partition": "Call the kernel inside `jax.shard_map` so that each device runs it on its "
                  "own shard.",
+    "buffered": "Use `pl.Buffered(1)` or `pl.Buffered(2)` (the default): the TPU pipeline "
+                "has one or two buffers per block.",
+    "float16": "Use `jnp.bfloat16` for the buffer (same size), or convert outside the kernel.",
     "other": "The kernel runs in interpret mode but the TPU compiler rejects it; see the "
              "compiler's message.",
 }
 
 
 def kind_of(message: str) -> str:
+    if "CompileTimeMosaicMisalignedBlockAndTiling" in message:
+        return "block"
+    if _BUFFERED.search(message):
+        return "buffered"
+    if "xf16" in message and "failed to legalize operation 'tpu.store'" in message:
+        return "float16"
+    if "failed to legalize operation 'arith." in message and "xi8>" in message:
+        return "vector_type"
     if "block shape" in message and ("divisible by 8 and 128" in message
                                      or "rank 1 block" in message
                                      or "in memory space ANY" in message):
@@ -346,11 +373,24 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
     span = None
     if kind == "block" and call is not None:
         m = _ORIGIN.search(raw)
+        w = _WINDOW.search(raw)
+        node = None
         if m:
             idx = int(m.group("idx")) if m.group("idx") is not None else None
             node = loc.spec(path, call, m.group("side"), idx, rec.get("num_prefetch") or 0)
-            if node is not None:
-                span = _span_of(pm, path, node)
+        elif w:
+            side = "args" if w.group("side") == "input" else "outputs"
+            node = loc.spec(path, call, side, int(w.group("idx")), 0)
+        if node is not None:
+            span = _span_of(pm, path, node)
+    elif kind == "buffered" and call is not None:
+        node = _buffered_spec(call, int(_BUFFERED.search(raw).group("n")))
+        if node is not None:
+            span = _span_of(pm, path, node)
+    elif kind == "float16" and call is not None:
+        node = _float16_scratch(call)
+        if node is not None:
+            span = _span_of(pm, path, node)
     if span is None and kind not in ("vmem", "partition"):
         kp = _kernel_position(rec, pm)
         if kp is not None:
@@ -359,8 +399,7 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
                 related.insert(0, RunRelated(pm.display(path), _span_of(pm, path, call.node),
                                              "the pallas_call compiled here"))
             path = kpath
-    entry = _match(raw)
-    code = entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
+    code = _code_of(raw)
     if span is None and call is not None and code != CODE_COMPILE and kind not in ("vmem", "partition"):
         found = loc.static_site(rec, code)
         if found is not None:  # `path` is still the pallas_call's file here
@@ -376,6 +415,49 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
         related.append(RunRelated(pm.display(path), call_span, "called here"))
     return _Failure(pm.display(path), span, code, text, HINTS[kind], tuple(related[:6]),
                     rec.get("nodeid"))
+
+
+def _code_of(raw: str) -> str:
+    """The catalog code of a compiler message: the compiler's own wording
+    first (_COMPILER_CODES), then the catalog's messages; PAL903 when no
+    PAL4xx entry names it."""
+    for pattern, code in _COMPILER_CODES:
+        if pattern.search(raw):
+            return code
+    entry = _match(raw)
+    return entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
+
+
+def _spec_nodes(call: _Call):
+    for key in ("in_specs", "out_specs"):
+        node = call.keywords.get(key)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            yield from node.elts
+        elif node is not None:
+            yield node
+
+
+def _buffered_spec(call: _Call, n: int) -> ast.AST | None:
+    """The BlockSpec written with `pipeline_mode=pl.Buffered(n)`."""
+    for spec in _spec_nodes(call):
+        for sub in ast.walk(spec):
+            if isinstance(sub, ast.Call) and _name_of(sub.func) == "Buffered" and (
+                    (sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == n)
+                    or any(k.arg == "buffer_count" and isinstance(k.value, ast.Constant)
+                           and k.value.value == n for k in sub.keywords)):
+                return spec
+    return None
+
+
+def _float16_scratch(call: _Call) -> ast.AST | None:
+    """The `scratch_shapes` entry that allocates float16 VMEM."""
+    node = call.keywords.get("scratch_shapes")
+    entries = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node] if node else []
+    for entry in entries:
+        if any(isinstance(sub, ast.Attribute) and sub.attr == "float16"
+               for sub in ast.walk(entry)):
+            return entry
+    return None
 
 
 def compile_diagnostics(records: list[dict], pm: PathMap,

@@ -18,7 +18,8 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal305_dma_shape_mismatch, pal401_block_shape_not_tiled,
                                      pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
                                      pal404_scoped_vmem, pal405_float16_vector,
-                                     pal406_wait_sem_array, syntax_floor)
+                                     pal406_wait_sem_array, pal407_buffered_count,
+                                     syntax_floor)
 
 RULES = (
     pal101_dma_arg_not_ref, pal102_send_sem_not_ref, pal103_dst_sem_not_scalar,
@@ -30,7 +31,7 @@ RULES = (
     pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
     pal304_dma_regular_sem_start, pal305_dma_shape_mismatch,
     pal401_block_shape_not_tiled, pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
-    pal404_scoped_vmem, pal405_float16_vector, pal406_wait_sem_array,
+    pal404_scoped_vmem, pal405_float16_vector, pal406_wait_sem_array, pal407_buffered_count,
 )
 
 # Run after RULES on the file's own AST: what the source alone decides

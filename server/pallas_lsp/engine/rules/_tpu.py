@@ -1,9 +1,10 @@
 """What the TPU-only rules (PAL401-PAL404) share: the TPU launches, their
-specs paired with the source, and the scoped VMEM estimate.
+specs paired with the source, and each launch's scoped VMEM as engine/vmem.py
+counts it (`launch_vmem`).
 
-Every number here is a lower bound or exact: an unknown block shape makes a
-buffer unknown (never guessed), an unknown dtype counts half a byte an
-element (the smallest TPU dtype, int4), an unknown grid counts one buffer.
+What the engine does not know is never guessed: an unknown dtype, shape or
+buffer count makes its part a floor (engine/vmem.py) and the total a lower
+bound.
 """
 from __future__ import annotations
 
@@ -13,12 +14,10 @@ from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.events import Launch
 from pallas_lsp.engine.model import Const, Seq, Space
 from pallas_lsp.engine.records import frozen
-from pallas_lsp.engine.tpu import DEFAULT_GENERATIONS, DEFAULT_SCOPED_VMEM, fmt_bytes  # noqa: F401
+from pallas_lsp.engine.tpu import DEFAULT_SCOPED_VMEM, GENERATIONS, fmt_bytes
+from pallas_lsp.engine import vmem
 from pallas_lsp.engine.values import ShapeDtype, Spec
 
-ITEMSIZE = {"float32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2, "int16": 2,
-            "uint16": 2, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-            "bool": 4, "float64": 8, "int64": 8}  # bool blocks are int32 in VMEM
 BLOCK_SPACES = (None, Space.VMEM)
 
 
@@ -127,78 +126,185 @@ def vmem_limit(launch: Launch):
 
 
 @frozen
-class Buffer:
-    label: str  # "in_specs[0]", "out_specs", "scratch[1]"
-    shape: tuple
-    dtype: str | None
-    bytes: int  # one buffer, padded (a lower bound when dtype is None)
-    count: int  # 2 when double-buffered
-    counted: bool  # in the scoped limit (blocks) or not (scratch)
-
-
-@frozen
-class VmemEstimate:
-    buffers: tuple[Buffer, ...]
-    total: int  # what counts against the scoped limit
-    exact: bool  # every dtype known and every block counted
-    limits: dict  # generation -> limit in bytes
+class LaunchVmem:
+    launch: Launch
+    estimate: vmem.Estimate
+    limits: dict  # generation -> limit in bytes ({} when `vmem_limit_bytes` cannot be told)
     set_limit: int | None  # vmem_limit_bytes, when given
 
+    def over(self, gens=GENERATIONS) -> list[str]:
+        """The generations of `gens` whose limit the estimate exceeds."""
+        return [g for g in gens if g in self.limits and self.estimate.total > self.limits[g]]
 
-def _padded(shape: tuple, dtype: str | None) -> int:
-    dims = list(shape) or [1]
-    if len(dims) >= 1:
-        dims[-1] = -(-dims[-1] // 128) * 128
-    if len(dims) >= 2:
-        dims[-2] = -(-dims[-2] // 8) * 8
+    def surely_over(self, gens) -> bool:
+        """Over the limit of every generation in `gens`, even at its floor."""
+        return bool(gens) and all(g in self.limits and self.estimate.floor > self.limits[g]
+                                  for g in gens)
+
+
+def _grid_dims(launch: Launch) -> list[int | None] | None:
+    """The grid's dimensions ([] for no grid; None when it cannot be told)."""
+    g = launch.grid
+    if isinstance(g, Const) and isinstance(g.value, int):
+        return [g.value]
+    if isinstance(g, Seq) and g.keys is None:
+        return [d.value if isinstance(d, Const) and isinstance(d.value, int) else None
+                for d in g.items]
+    if g is None or (isinstance(g, Const) and g.value is None) or (
+            _keyword(launch.node, "grid") is None and _keyword(launch.node, "grid_spec") is None):
+        return []
+    return None
+
+
+def _call_name(node) -> str:
+    f = getattr(node, "func", None)
+    return getattr(f, "attr", None) or getattr(f, "id", None) or ""
+
+
+def _arg(call: ast.Call, index: int, name: str):
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    return call.args[index] if len(call.args) > index else None
+
+
+def _constant_index(decl, dims: list | None) -> bool | None:
+    """Whether a BlockSpec's index map returns the same block at every grid
+    step: no index map, or a lambda that uses no grid index whose dimension
+    is above one. None when it cannot be told."""
+    if not (isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec"):
+        return None
+    if any(k.arg is None for k in decl.keywords):
+        return None
+    imap = _arg(decl, 1, "index_map")
+    if imap is None or (isinstance(imap, ast.Constant) and imap.value is None):
+        return True
+    if not isinstance(imap, ast.Lambda) or dims is None:
+        return None
+    a = imap.args
+    params = [p.arg for p in a.posonlyargs + a.args]
+    if a.vararg or a.kwarg or a.kwonlyargs:
+        return None
+    used = {n.id for n in ast.walk(imap.body) if isinstance(n, ast.Name)}
+    for i, p in enumerate(params):
+        if p in used and (i >= len(dims) or dims[i] != 1):
+            return False  # a grid index that moves (or a scalar-prefetch Ref)
+    return True
+
+
+def buffered_mode(decl) -> tuple[bool, int | None]:
+    """(given, n) of `pipeline_mode=pl.Buffered(n)`; n None when not a literal."""
+    if not isinstance(decl, ast.Call):
+        return False, None
+    mode = next((k.value for k in decl.keywords if k.arg == "pipeline_mode"), None)
+    if mode is None or (isinstance(mode, ast.Constant) and mode.value is None):
+        return False, None
+    if isinstance(mode, ast.Call) and _call_name(mode) == "Buffered":
+        n = _arg(mode, 0, "buffer_count")
+        return True, _int_expr(n) if n is not None else None
+    return True, None
+
+
+def _steps(dims: list | None) -> int | None:
+    if dims is None or any(d is None for d in dims):
+        return None
     n = 1
     for d in dims:
         n *= d
-    size = ITEMSIZE.get(dtype or "")
-    return n * size if size else n // 2
+    return n
 
 
-def _grid_steps(launch: Launch) -> int | None:
-    g = launch.grid
-    if isinstance(g, Const) and isinstance(g.value, int):
-        return g.value
-    if isinstance(g, Seq) and g.keys is None:
-        n = 1
-        for d in g.items:
-            if not (isinstance(d, Const) and isinstance(d.value, int)):
-                return None
-            n *= d.value
-        return n
-    return None
+def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: ShapeDtype | None,
+                dims: list | None) -> vmem.Need | None:
+    label = f"{key}[{i}]" if n > 1 or key == "in_specs" else key
+    dtype = array.dtype if array is not None else None
+    ashape = array.shape if array is not None and known_shape(array.shape) else None
+    # (squeezed dims are not in the Spec's block_shape; None there is unknown)
+    block = spec.block_shape if spec.block_shape is not None else ashape
+    if block is not None and not known_shape(block):
+        block = None
+    decl = spec.decl if spec.decl is not None else spec_node(launch, key, i)
+    if spec.block_shape is None and isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec" \
+            and _arg(decl, 0, "block_shape") is None:
+        whole = True  # BlockSpec(memory_space=...): the whole array
+    else:
+        whole = None if ashape is None or block is None else tuple(ashape) == tuple(block)
+    constant = _constant_index(decl, dims)
+    if constant is False and whole is None:
+        whole = False  # a block that moves with the grid is not the whole array
+    given, n_buf = buffered_mode(decl)
+    steps = _steps(dims)
+    count = vmem.buffer_count(steps=steps, constant_index=constant,
+                              buffered=n_buf if given else None, whole_array=whole)
+    if given and n_buf is None and count != 1:
+        count = None
+    if steps is None and dims is not None and not given and count == 2:
+        count = None  # a grid dimension the engine does not know may be 1: one buffer
+    why = ("whole array" if whole else "grid of one step" if steps == 1 else
+           "constant index map" if constant else f"Buffered({n_buf})" if given and n_buf else
+           "double-buffered" if count == 2 else "")
+    return vmem.Need(label, "block", block, dtype, count, why)
 
 
-def _buffers_of(node: ast.AST) -> int | None:
-    """A literal BlockSpec's buffer count: None unless it is a plain
-    `BlockSpec(...)` call without `pipeline_mode`."""
-    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
-            == "BlockSpec" and not any(k.arg in ("pipeline_mode", None) for k in node.keywords):
-        return 2
-    return None
+def _scratch_params(kernel, n: int) -> list[str] | None:
+    """The names of the kernel's last `n` parameters (its scratch buffers),
+    when it takes them by position."""
+    if not isinstance(kernel, (ast.FunctionDef, ast.AsyncFunctionDef)) or n == 0:
+        return None
+    a = kernel.args
+    params = a.posonlyargs + a.args
+    if a.vararg or a.kwonlyargs or len(params) < n:
+        return None
+    return [p.arg for p in params[len(params) - n:]]
 
 
-def vmem_estimate(launch: Launch) -> VmemEstimate | None:
-    """The scoped VMEM of a TPU pallas_call, or None when a VMEM block's shape
-    is unknown."""
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+_META = ("dtype", "shape", "ndim", "size")
+
+
+def _reads(node: ast.AST, name: str) -> bool:
+    """`node` may read the contents of `name` (its `.dtype` / `.shape` do not)."""
+    meta = {id(n.value) for n in ast.walk(node)
+            if isinstance(n, ast.Attribute) and n.attr in _META}
+    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in meta
+               for n in ast.walk(node))
+
+
+def _written_first(kernel, name: str) -> bool:
+    """The first top-level statement of the kernel that names `name` writes
+    all of it (`name[...] = v`, v not reading it): nothing of it lives from
+    one grid step to the next."""
+    for stmt in kernel.body:
+        if not _mentions(stmt, name):
+            continue
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            return False
+        t = stmt.targets[0]
+        return (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id == name and isinstance(t.slice, ast.Constant)
+                and t.slice.value is Ellipsis and not _reads(stmt.value, name))
+    return False
+
+
+def launch_vmem(launch: Launch) -> LaunchVmem | None:
+    """The scoped VMEM of a TPU pallas_call, part by part; None when its specs
+    cannot be told apart."""
     ins, outs = items(launch.in_specs), items(launch.out_specs)
     shapes = items(launch.out_shape)
-    whole_inputs = ins is None and _keyword(launch.node, "in_specs") is None
-    if whole_inputs:
-        ins = []  # no in_specs: each input is one whole-array block, of a shape not known here
+    if ins is None and _keyword(launch.node, "in_specs") is None:
+        ins = []  # no in_specs: each input is a whole array, of a shape not known here
+        whole_inputs = True
+    else:
+        whole_inputs = False
     if outs is None and _keyword(launch.node, "out_specs") is None and shapes is not None:
         outs = [Spec() for _ in shapes]  # no out_specs: whole `out_shape` blocks
     if ins is None or outs is None:
         return None
-    steps = _grid_steps(launch)
-    if steps is None and _keyword(launch.node, "grid") is None \
-            and _keyword(launch.node, "grid_spec") is None:
-        steps = 1  # no grid: one step
-    buffers: list[Buffer] = []
-    exact = steps is not None and not whole_inputs
+    dims = _grid_dims(launch)
+    needs: list[vmem.Need] = []
     for key, specs in (("in_specs", ins), ("out_specs", outs)):
         for i, spec in enumerate(specs):
             if spec is None or (isinstance(spec, Const) and spec.value is None):
@@ -206,45 +312,31 @@ def vmem_estimate(launch: Launch) -> VmemEstimate | None:
             if not isinstance(spec, Spec):
                 return None
             if spec.space not in BLOCK_SPACES:
-                continue
-            block = spec.block_shape
-            dtype = array = None
+                continue  # ANY / HBM / SMEM: not in scoped VMEM
+            array = None
             if key == "out_specs" and shapes is not None and len(shapes) == len(outs) \
                     and isinstance(shapes[i], ShapeDtype):
-                dtype, array = shapes[i].dtype, shapes[i].shape
-                if block is None:
-                    block = array
-            if block is None:
-                return None  # the whole array, of a shape we may not know
-            block = tuple(1 if d is None else d for d in block)  # squeezed dims
-            if not known_shape(block):
-                return None
-            node = spec_node(launch, key, i)
-            # Measured: a block that is the whole array has one buffer, any other
-            # block two once the grid has several steps. An input's array shape is
-            # not known here: one buffer (a lower bound).
-            count = 1
-            if steps is not None and steps > 1:
-                whole = known_shape(array) and tuple(array) == block
-                if array is None or not known_shape(array):
-                    exact = False
-                elif not whole:
-                    count = _buffers_of(node) or 1
-                    exact = exact and count == 2
-            if dtype is None:
-                exact = False
-            label = f"{key}[{i}]" if len(specs) > 1 or key == "in_specs" else key
-            buffers.append(Buffer(label, block, dtype, _padded(block, dtype), count, True))
-    for i, alloc in enumerate(items(launch.scratch) or []):
-        shape, dtype = getattr(alloc, "shape", None), getattr(alloc, "dtype", None)
+                array = shapes[i]
+            needs.append(_block_need(launch, key, i, len(specs), spec, array, dims))
+    if whole_inputs:
+        needs.append(vmem.Need("inputs", "operand", None, None, 1,
+                               "no in_specs: each whole, once"))
+    scratch = items(launch.scratch) or []
+    names = _scratch_params(launch.kernel_node, len(scratch))
+    for i, alloc in enumerate(scratch):
         space = getattr(alloc, "space", None)
-        if space == Space.VMEM and known_shape(shape):
-            # Not counted (a lower bound): the compiler keeps a DMA's destination but
-            # removes a buffer that is written and read back within a step (measured).
-            buffers.append(Buffer(f"scratch[{i}]", tuple(shape), dtype, _padded(tuple(shape), dtype),
-                                  1, False))
-            exact = False
-    total = sum(b.bytes * b.count for b in buffers if b.counted)
+        if space != Space.VMEM:
+            continue  # semaphores, SMEM: not in scoped VMEM
+        shape = getattr(alloc, "shape", None)
+        label = f"scratch[{i}]" + (f" {names[i]}" if names else "")
+        if names and _written_first(launch.kernel_node, names[i]):
+            # Measured: a buffer filled and read back within each step is not kept.
+            needs.append(vmem.Need(label, "scratch", tuple(shape) if known_shape(shape)
+                                   else None, getattr(alloc, "dtype", None), 0,
+                                   "written before read in each step: dropped"))
+            continue
+        needs.append(vmem.Need(label, "scratch", tuple(shape) if known_shape(shape) else None,
+                               getattr(alloc, "dtype", None), 1, "scratch"))
     limit = vmem_limit(launch)
     if limit is _MISSING:
         limits, set_limit = {}, None
@@ -252,46 +344,76 @@ def vmem_estimate(launch: Launch) -> VmemEstimate | None:
         limits, set_limit = dict(DEFAULT_SCOPED_VMEM), None
     else:
         limits, set_limit = {g: limit for g in DEFAULT_SCOPED_VMEM}, limit
-    return VmemEstimate(tuple(buffers), total, exact, limits, set_limit)
+    return LaunchVmem(launch, vmem.estimate(needs), limits, set_limit)
 
 
-def over_everywhere(est: VmemEstimate, gens=DEFAULT_GENERATIONS) -> bool:
-    return bool(est.limits) and all(g in est.limits and est.total > est.limits[g] for g in gens)
+def vmem_rows(events) -> list[LaunchVmem]:
+    """One LaunchVmem per TPU pallas_call and distinct estimate (variants of a
+    launcher that give the same figures are shown once)."""
+    out, seen = [], set()
+    for launch in tpu_launches(events):
+        lv = launch_vmem(launch)
+        if lv is None:
+            continue
+        key = (id(launch.node), lv.estimate, tuple(sorted(lv.limits.items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(lv)
+    return out
 
+
+def _shape_text(p: vmem.Part) -> str:
+    if p.shape is None:
+        return "?"
+    dt = p.dtype or "?"
+    return f"{dt}[{', '.join(str(d) for d in p.shape)}]"
 
 
 def hover_rows(events, span_of) -> list:
     """(span of each TPU pallas_call's name, markdown of its VMEM estimate),
-    for the hover."""
-    from pallas_lsp.engine.tpu import GENERATIONS
-
+    once per launch site: its variants' distinct figures one after another."""
+    by_span: dict = {}
+    for lv in vmem_rows(events):
+        node = lv.launch.node
+        span = span_of(node.func if isinstance(node, ast.Call) else node)
+        tables = by_span.setdefault(span, [])
+        table = markdown_table(lv)
+        if table not in tables:  # the same launch seen again (a variant, another pass)
+            tables.append(table)
     out = []
-    for launch in tpu_launches(events):
-        est = vmem_estimate(launch)
-        if est is None:
-            continue
-        node = launch.node.func if isinstance(launch.node, ast.Call) else launch.node
-        lines = ["**Scoped VMEM estimate** (pallas-lsp; blocks padded to (8, 128) tiles)", "",
-                 "| buffer | block | dtype | bytes | copies |", "|---|---|---|---|---|"]
-        for b in est.buffers:
-            size = fmt_bytes(b.bytes) if b.dtype else f"≥ {fmt_bytes(b.bytes)}"
-            copies = str(b.count) if b.counted else "scratch: not counted (the compiler may drop it)"
-            lines.append(f"| `{b.label}` | {tuple(b.shape)} | {b.dtype or '?'} | {size} | {copies} |")
-        at_least = "" if est.exact else "≥ "
-        lines.append("")
-        if est.limits:
-            limits = ", ".join(f"{g} {fmt_bytes(est.limits[g])}" for g in GENERATIONS
-                               if g in est.limits)
-            origin = "vmem_limit_bytes" if est.set_limit else "default scoped limits"
-            over = [g for g in GENERATIONS if g in est.limits and est.total > est.limits[g]]
-            lines.append(f"Total {at_least}{fmt_bytes(est.total)}; {origin}: {limits}"
-                         + (f"; over on {', '.join(over)}" if over else "") + ".")
-        else:
-            lines.append(f"Total {at_least}{fmt_bytes(est.total)}; the limit "
-                         "(`vmem_limit_bytes`) is not known.")
-        if not est.exact:
-            lines.append("(≥: an input's dtype or shape, the grid, or whether the compiler keeps "
-                         "a scratch buffer is not known here; `pallas-lsp run --compile` reports "
-                         "the compiler's number.)")
-        out.append((span_of(node), "\n".join(lines)))
+    for span, tables in by_span.items():
+        sections = []
+        for k, table in enumerate(tables):
+            title = "**Scoped VMEM estimate**" + (f" (variant {k + 1} of {len(tables)})"
+                                                  if len(tables) > 1 else "")
+            sections.append("\n".join([title + " (pallas-lsp, counted as the TPU compiler "
+                                       "does)", ""] + table))
+        out.append((span, "\n\n".join(sections)))
     return out
+
+
+def markdown_table(lv: LaunchVmem) -> list[str]:
+    est = lv.estimate
+    lines = ["| part | block | buffers | bytes |", "|---|---|---|---|"]
+    for p in est.parts:
+        count = "?" if p.count is None else str(p.count)
+        if p.why:
+            count += f" ({p.why})"
+        size = fmt_bytes(p.bytes) if p.exact else f"≥ {fmt_bytes(p.bytes)}"
+        lines.append(f"| `{p.name}` | {_shape_text(p)} | {count} | {size} |")
+    at_least = "" if est.exact else "≥ "
+    lines.append("")
+    if lv.limits:
+        limits = ", ".join(f"{g} {fmt_bytes(lv.limits[g])}" for g in GENERATIONS
+                           if g in lv.limits)
+        origin = "vmem_limit_bytes" if lv.set_limit else "default scoped limits"
+        over = lv.over()
+        lines.append(f"Total {at_least}{fmt_bytes(est.total)}; {origin}: {limits}"
+                     + (f"; over on {', '.join(over)}" if over else "") + ".")
+    else:
+        lines.append(f"Total {at_least}{fmt_bytes(est.total)}; the limit "
+                     "(`vmem_limit_bytes`) is not known.")
+    if not est.exact:
+        lines.append("(≥: an input's dtype or shape, or a buffer count, is not known here; "
+                     "`pallas-lsp run --compile` reports the compiler's figure.)")
+    return lines

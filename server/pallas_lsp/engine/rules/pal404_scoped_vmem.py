@@ -1,7 +1,8 @@
 """PAL404: a pallas_call whose blocks need more scoped VMEM than the limit of
-every default generation (v5e, v6e); the estimate is in _tpu.vmem_estimate."""
+every default generation (v5e, v6e), even at the least the compiler can need
+(engine/vmem.py, through _tpu.launch_vmem)."""
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import over_everywhere, tpu_launches, vmem_estimate
+from pallas_lsp.engine.rules._tpu import tpu_launches, launch_vmem
 from pallas_lsp.engine.tpu import DEFAULT_GENERATIONS, fmt_bytes
 
 CODE = "PAL404"
@@ -11,20 +12,20 @@ MESSAGE = ("Scoped allocation with size {size} and limit {limit} exceeded scoped
 
 def check(ctx: Context):
     for launch in tpu_launches(ctx.events):
-        est = vmem_estimate(launch)
-        if est is None or not over_everywhere(est):
+        lv = launch_vmem(launch)
+        if lv is None or not lv.surely_over(DEFAULT_GENERATIONS):
             continue
-        worst = max(est.limits[g] for g in DEFAULT_GENERATIONS)
-        limits = ", ".join(f"{g} {fmt_bytes(est.limits[g])}" for g in DEFAULT_GENERATIONS)
-        parts = ", ".join(f"{b.label} {fmt_bytes(b.bytes)}" + (" x2" if b.count == 2 else "")
-                          for b in est.buffers if b.counted)
-        at_least = "" if est.exact else "at least "
+        est = lv.estimate
+        worst = max(lv.limits[g] for g in DEFAULT_GENERATIONS)
+        limits = ", ".join(f"{g} {fmt_bytes(lv.limits[g])}" for g in DEFAULT_GENERATIONS)
+        parts = ", ".join(f"{p.name} {fmt_bytes(p.bytes)}" for p in est.parts if p.bytes)
+        at_least = "" if est.exact and est.floor == est.total else "at least "
         yield Finding(
             code=CODE,
-            message=MESSAGE.format(size=fmt_bytes(est.total), limit=fmt_bytes(worst),
-                                   excess=fmt_bytes(est.total - worst)),
-            detail=(f"Estimated: {at_least}{fmt_bytes(est.total)} of blocks: {parts}; limit "
-                     f"{limits}{' from vmem_limit_bytes' if est.set_limit else ', the defaults'}). "
+            message=MESSAGE.format(size=fmt_bytes(est.floor), limit=fmt_bytes(worst),
+                                   excess=fmt_bytes(est.floor - worst)),
+            detail=(f"Estimated: {at_least}{fmt_bytes(est.floor)} ({parts}); limit "
+                     f"{limits}{' from vmem_limit_bytes' if lv.set_limit else ', the defaults'}. "
                      f"Use smaller blocks, or raise `vmem_limit_bytes` in "
                      f"`pltpu.CompilerParams`."),
             span=ctx.span(launch.node.func if hasattr(launch.node, "func") else launch.node),

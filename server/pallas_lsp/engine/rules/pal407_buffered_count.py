@@ -1,0 +1,30 @@
+"""PAL407: a TPU pallas_call BlockSpec with `pipeline_mode=pl.Buffered(n)`
+where n is not 1 or 2 (the Pallas TPU lowering refuses it; interpret mode
+runs it)."""
+from pallas_lsp.engine.rules._base import Context, Finding
+from pallas_lsp.engine.rules._tpu import buffered_mode, items, spec_node, tpu_launches
+from pallas_lsp.engine.values import Spec
+
+CODE = "PAL407"
+MESSAGE = "Only single (1) and double (2) buffering are supported. Got {n}."
+
+
+def check(ctx: Context):
+    for launch in tpu_launches(ctx.events):
+        for key in ("in_specs", "out_specs"):
+            specs = items(getattr(launch, key)) or []
+            for i, spec in enumerate(specs):
+                if not isinstance(spec, Spec):
+                    continue
+                node = spec.decl if spec.decl is not None else spec_node(launch, key, i)
+                given, n = buffered_mode(node)
+                if not given or n is None or n in (1, 2):
+                    continue  # not written, not a literal, or supported
+                yield Finding(
+                    code=CODE,
+                    message=MESSAGE.format(n=n),
+                    detail=(f"`pl.Buffered({n})` on {key}[{i}]: a TPU pallas_call pipelines "
+                            f"each block with one or two buffers. TPU interpret mode runs it; "
+                            f"lowering for any TPU generation fails."),
+                    span=ctx.span(node),
+                )

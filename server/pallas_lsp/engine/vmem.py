@@ -1,0 +1,139 @@
+"""The scoped VMEM a TPU `pallas_call` needs, counted the way the compiler
+counts it (measured with libtpu 0.0.42, jax 0.10.2, deviceless v5e / v6e:
+benchmarks/vmem_vs_compiler.py). Pure data in, bytes out: no jax, no AST.
+
+What the compiler reserves, per launch:
+* each VMEM block (in_specs / out_specs), its shape padded to the TPU tile
+  (`padded_bytes`), times its buffer count (`buffer_count`);
+* each operand without a BlockSpec: the whole array, once;
+* each VMEM scratch buffer, once (semaphores and SMEM add nothing);
+* internal scratch of the compiler's own: not modelled (0 here); it shows on
+  some bf16 matmuls (see benchmarks/README.md).
+
+A part whose shape, dtype or buffer count is unknown still has a floor (the
+smallest it can be); the total is then a lower bound (`exact` False).
+"""
+from __future__ import annotations
+
+from pallas_lsp.engine.records import frozen
+
+ITEMSIZE = {"float32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2, "int16": 2,
+            "uint16": 2, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+            "bool": 4, "float64": 8, "int64": 8, "uint64": 8}
+# bool blocks are int32 in VMEM. 4-bit types were not measured: they count as unknown.
+LANES = 128
+SUBLANES = 8
+MIN_ROW_BYTES = 1024  # a 2-D buffer takes at least 1 KiB per 128 lanes (measured)
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def padded_bytes(shape: tuple, itemsize: int) -> int:
+    """One buffer of `shape` as VMEM holds it: the last dim padded to 128
+    lanes; the second-to-last to a multiple of 8 rows, or, below 8 rows, to a
+    power of two of at least 1 KiB per 128 lanes (f32 2 rows, bf16 4, int8 8);
+    a 1-D buffer to 128 elements and at least 1 KiB (measured on v5e and
+    v6e, the same for both)."""
+    dims = [d for d in shape if d is not None]
+    if not dims:
+        dims = [1]
+    if len(dims) == 1:
+        return max(_round_up(dims[0], LANES) * itemsize, MIN_ROW_BYTES)
+    *lead, rows, lanes = dims
+    lanes = _round_up(lanes, LANES)
+    if rows >= SUBLANES:
+        rows = _round_up(rows, SUBLANES)
+    else:
+        min_rows = max(1, MIN_ROW_BYTES // (LANES * itemsize))
+        rows = min(SUBLANES, max(_pow2_at_least(rows), min_rows))
+    n = rows * lanes * itemsize
+    for d in lead:
+        n *= d
+    return n
+
+
+def buffer_count(*, steps: int | None, constant_index: bool | None, buffered: int | None,
+                 whole_array: bool | None) -> int | None:
+    """How many buffers the pipeline gives a block: one when the grid has one
+    step, the index map is constant, the block is the whole array (even with
+    an explicit `Buffered(2)`) or `Buffered(1)`; `n` for `Buffered(n)`; two
+    otherwise (also when the grid's size is known only at run time). None
+    when it depends on something unknown."""
+    if steps == 1 or constant_index or whole_array or buffered == 1:
+        return 1
+    if buffered is not None:
+        return buffered
+    if constant_index is False and whole_array is False:
+        return 2  # a block that moves: two, also on a grid sized at run time
+    if steps is None or constant_index is None or whole_array is None:
+        return None
+    return 2
+
+
+@frozen
+class Need:
+    """What the model is told about one buffer."""
+
+    name: str  # "in_specs[0] x_ref", "scratch[1]", "operand 2 (no BlockSpec)"
+    kind: str  # block | operand | scratch
+    shape: tuple | None  # None: unknown
+    dtype: str | None  # None: unknown
+    count: int | None  # buffers; None: unknown (1 or more)
+    why: str = ""  # why that count, in words
+
+
+@frozen
+class Part:
+    name: str
+    kind: str
+    shape: tuple | None
+    dtype: str | None
+    bytes_each: int | None  # one buffer, padded; None when shape or dtype is unknown
+    count: int | None
+    bytes: int  # what it adds (the floor when unknown)
+    floor: int  # the least it can add: scratch 0, since the compiler drops a buffer
+    # that is written and read back within one grid step (measured)
+    exact: bool
+    why: str
+
+
+@frozen
+class Estimate:
+    parts: tuple
+    internal: int  # compiler-internal scratch counted (0: not modelled)
+    total: int  # the estimate (a floor when not exact)
+    floor: int  # the least the compiler can need (what PAL404 judges)
+    exact: bool
+
+
+def part(need: Need) -> Part:
+    shape_known = need.shape is not None and all(isinstance(d, int) or d is None
+                                                 for d in need.shape)
+    size = ITEMSIZE.get(need.dtype or "")
+    each = padded_bytes(tuple(need.shape), size) if shape_known and size else None
+    if each is not None and need.count is not None:
+        nbytes, exact = each * need.count, True
+    else:  # a floor: half a byte an element (int4, the smallest TPU dtype), one buffer
+        # when the count is unknown, nothing for an unknown shape
+        one = each if each is not None else (
+            padded_bytes(tuple(need.shape), 1) // 2 if shape_known else 0)
+        nbytes, exact = one * (need.count or 1), False
+    floor = 0 if need.kind == "scratch" else nbytes
+    return Part(need.name, need.kind, need.shape, need.dtype, each, need.count, nbytes, floor,
+                exact, need.why)
+
+
+def estimate(needs: list[Need], internal: int = 0) -> Estimate:
+    parts = tuple(part(n) for n in needs)
+    total = sum(p.bytes for p in parts) + internal
+    floor = sum(p.floor for p in parts) + internal
+    return Estimate(parts, internal, total, floor, all(p.exact for p in parts))

@@ -1,0 +1,85 @@
+"""The scoped VMEM model (engine/vmem.py) against the TPU compiler's figure
+(`used_scoped_memory_configs` of the compiled executable, deviceless libtpu):
+
+* through the engine, as the hover, PAL404 and `pallas-lsp vmem` see it: every
+  launch of fixtures/vmem_cases.py, compiled by the shared compile run
+  (conftest.py), with the input dtypes the run saw filled in (the engine does
+  not know the caller's arrays): within 5 %, and the engine's own floor never
+  above the compiler's figure;
+* the model alone, fed what jax knows of a launch
+  (benchmarks/vmem_vs_compiler.py), on a handful of kernels compiled here.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_helpers import FIXTURES  # noqa: E402
+
+from pallas_lsp.engine import vmem  # noqa: E402
+from pallas_lsp.engine.interp import Interpreter  # noqa: E402
+from pallas_lsp.engine.rules import _tpu  # noqa: E402
+from pallas_lsp.engine.source import parse  # noqa: E402
+
+HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
+pytestmark = pytest.mark.skipif(not HAS_LIBTPU, reason="libtpu is not installed")
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "vmem_vs_compiler.py"
+_AVAL = re.compile(r"^(\w+)\[")
+
+
+def _launches(path: Path) -> dict[int, _tpu.LaunchVmem]:
+    it = Interpreter(parse(path.read_text(encoding="utf-8")), str(path))
+    it.run()
+    return {lv.launch.node.lineno: lv for lv in _tpu.vmem_rows(it.events)}
+
+
+def _with_input_dtypes(est: vmem.Estimate, avals: list[str], n_prefetch: int) -> vmem.Estimate:
+    dtypes = [m.group(1) for m in (_AVAL.match(a) for a in avals) if m]
+    needs = []
+    for p in est.parts:
+        dtype = p.dtype
+        if p.name.startswith("in_specs[") and dtype is None:
+            dtype = dtypes[n_prefetch + int(p.name[len("in_specs["):-1])]
+        needs.append(vmem.Need(p.name, p.kind, p.shape, dtype, p.count, p.why))
+    return vmem.estimate(needs)
+
+
+def test_engine_estimate_matches_the_compiler(compiled):
+    launches = _launches(FIXTURES / "vmem_cases.py")
+    assert len(launches) == 16
+    rows = [c for c in compiled.compiles if Path(c["path"]).name == "vmem_cases.py"]
+    assert {(c["line"], c["gen"]) for c in rows} == {(ln, g) for ln in launches for g in ("v5e", "v6e")}
+    for c in rows:
+        lv = launches[c["line"]]
+        est = _with_input_dtypes(lv.estimate, c["avals"], 0)
+        used = c["vmem_used"]
+        assert est.exact, c["line"]
+        assert abs(est.total - used) <= 0.05 * used, (c["line"], c["gen"], est.total, used)
+        assert lv.estimate.floor <= used, (c["line"], lv.estimate.floor, used)
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("vmem_vs_compiler", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("case", [
+    "copy bf16 (24,256) x4", "copy 3-D f32 (None,256,128) x4", "whole int8 (33,130)",
+    "bias add bf16, constant + Buffered(1)", "scalar prefetch gather",
+    "ANY operand DMA'd into VMEM scratch", "matmul bf16 256^3",
+])
+def test_model_matches_the_compiler(case):
+    bench = _bench()
+    fn, args = bench.OWN[case]()
+    (params, avals), = bench.launches(fn, args)
+    est = vmem.estimate(bench.needs(params))
+    used, xla_vmem = bench.compiled_vmem(params, avals, "v5e")
+    assert isinstance(used, int) and used > 0 and not xla_vmem, used
+    assert abs(est.total - used) <= 0.05 * used, (case, est.total, used)
