@@ -357,13 +357,6 @@ def hang_diagnostics(hang: dict, pm: PathMap, fallback: tuple[str, int] | None,
         test=nodeid)]
 
 
-def timeout_diagnostic(report: dict | None, pm: PathMap, fallback: tuple[str, int] | None,
-                       timeout: float) -> RunDiagnostic:
-    """The process had to be killed and said nothing about where it was."""
-    cur = (report or {}).get("current") or {}
-    return hang_diagnostics({"current": cur, "timeout": timeout}, pm, fallback, timeout)[0]
-
-
 # ---------------------------------------------------------------- races
 
 
