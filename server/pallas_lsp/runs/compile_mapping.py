@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from pallas_lsp.engine.model import Severity, Span
 from pallas_lsp.engine.tpu import fmt_bytes
-from pallas_lsp.runs.mapping import (PathMap, _frame_span, _match, _user_frames, clean_message,
-                                     cwd_relative)
+from pallas_lsp.runs.mapping import (COMPILER_CODES, PathMap, _frame_span, _match, _user_frames,
+                                     clean_message, cwd_relative)
 from pallas_lsp.runs.model import RunDiagnostic, RunRelated
 
 CODE_COMPILE = "PAL903"  # a TPU compile error that no PAL4xx catalog entry names
@@ -44,6 +44,12 @@ HINTS = {
     "wait_sem": "Wait on one semaphore, `sems.at[i]`, as the copy was started with.",
     "partition": "Call the kernel inside `jax.shard_map` so that each device runs it on its "
                  "own shard.",
+    "dma_shape": "Give the copy's source and destination windows the same shape (slice the "
+                 "larger one with `.at[pl.ds(start, size)]` or `.at[slot]`).",
+    "memory_space": "Copy the data into VMEM first (`pltpu.sync_copy`, or `make_async_copy` "
+                    "with `.start()` / `.wait()`), or give the operand a VMEM BlockSpec.",
+    "dma_add": "Copy into a VMEM scratch buffer with a plain DMA and add it with vector code "
+               "(`acc[...] += buf[...]`).",
     "other": "The kernel runs in interpret mode but the TPU compiler rejects it; see the "
              "compiler's message.",
 }
@@ -65,6 +71,12 @@ def kind_of(message: str) -> str:
         return "partition"
     if "DMA wait semaphore must be rank 0" in message:
         return "wait_sem"
+    if "DMA source and target shape mismatch" in message:
+        return "dma_shape"
+    if "only allowed on VMEM and SMEM references" in message:
+        return "memory_space"
+    if "DMA with add=True is not supported" in message:
+        return "dma_add"
     return "other"
 
 
@@ -360,7 +372,8 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
                                              "the pallas_call compiled here"))
             path = kpath
     entry = _match(raw)
-    code = entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
+    code = entry.code if entry is not None and (entry.code.startswith("PAL4")
+                                                 or entry.code in COMPILER_CODES) else CODE_COMPILE
     if span is None and call is not None and code != CODE_COMPILE and kind not in ("vmem", "partition"):
         found = loc.static_site(rec, code)
         if found is not None:  # `path` is still the pallas_call's file here

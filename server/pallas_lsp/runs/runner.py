@@ -688,5 +688,8 @@ def _summary(plan: _Plan, r: RunResult) -> str:
 
 def _compiled_count(r: RunResult) -> str:
     ok = len(r.compiles)
-    failed = sum(1 for d in r.diagnostics if d.code == "PAL903" or d.code.startswith("PAL4"))
+    # compile_mapping's diagnostics (PAL4xx, PAL903, or a static rule's code such as
+    # PAL305 that the compiler refused) all say which generations they are for
+    failed = sum(1 for d in r.diagnostics if d.code == "PAL903" or d.code.startswith("PAL4")
+                 or "(compiling for TPU " in d.message)
     return f"{ok} compiled, {failed} compile error{'s' if failed != 1 else ''}"
