@@ -160,7 +160,10 @@ _VERIFIER_HEAD = re.compile(r"Pallas encountered an internal verification error\
 # hold them; the catalog test looks for templates in jax's source). Measured
 # with libtpu 0.0.42 (deviceless compile) and on a TPU v5e.
 COMPILER_MESSAGES = (
-    ("'tpu.enqueue_dma' op DMA source and target shape mismatch", "PAL305"),
+    (("'tpu.enqueue_dma' op DMA source and target shape mismatch",), "PAL305"),
+    # TPU interpret mode's copy of a smaller source into a bigger destination:
+    # numpy's error, raised where the interpreter writes a DMA's data
+    (("could not broadcast input array from shape", "_set_within_logical_shape"), "PAL305"),
 )
 # Catalog codes a TPU compile failure may carry besides the PAL4xx ones: the
 # compiler refusing what a static rule reports (PAL204's and PAL111's texts
@@ -206,7 +209,8 @@ def _match(text: str):
     except Exception:  # noqa: BLE001 - a broken catalog must not break runs
         return None
     try:
-        code = next((c for words, c in COMPILER_MESSAGES if words in text), None)
+        code = next((c for words, c in COMPILER_MESSAGES if all(w in text for w in words)),
+                    None)
         return get(code) if code else match_message(text)
     except Exception:  # noqa: BLE001
         return None

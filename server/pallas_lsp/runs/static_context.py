@@ -207,6 +207,7 @@ def with_kernel_findings(d: RunDiagnostic, kernels: list[dict] | None, pm: PathM
                          ctx: StaticContext) -> RunDiagnostic:
     """A failure with the engine's findings in the kernels its test ran: as
     related information and named in the message (the text output)."""
+    d = _at_static_site(d, kernels, pm, ctx)
     related, named = [], []
     for kernel in kernels or []:
         where = ctx.locate(kernel)
@@ -224,6 +225,30 @@ def with_kernel_findings(d: RunDiagnostic, kernels: list[dict] | None, pm: PathM
     text = d.message + " Static findings in the kernels this test ran: " + "; ".join(named[:4]) \
         + ("; …" if len(named) > 4 else "") + "."
     return _replace(d, message=text, related=tuple(related[:MAX_RELATED]) + d.related)
+
+
+def _at_static_site(d: RunDiagnostic, kernels: list[dict] | None, pm: PathMap,
+                    ctx: StaticContext) -> RunDiagnostic:
+    """A failure of a rule's code that JAX raised with no kernel line (TPU
+    interpret mode's DMA errors land on the test or the pallas_call) moves to
+    the engine's finding of that code in the kernel: the run and the rule
+    agree. Where it failed stays as related information."""
+    if not d.code.startswith("PAL") or d.code[3:4] not in "123":
+        return d
+    sites = []
+    for kernel in kernels or []:
+        where = ctx.locate(kernel)
+        if where is None:
+            continue
+        path, (lo, hi) = where
+        if pm.display(path) == d.path and lo <= d.span.line <= hi:
+            return d  # already inside a kernel the test ran
+        sites += [(path, f) for f in ctx.findings(kernel) if f.code == d.code]
+    if len(sites) != 1:
+        return d  # none, or several: which one failed is not known
+    path, f = sites[0]
+    return _replace(d, path=pm.display(path), span=f.span,
+                    related=(RunRelated(d.path, d.span, "the run failed here"),) + d.related)
 
 
 def _replace(d: RunDiagnostic, **changes) -> RunDiagnostic:
