@@ -170,3 +170,26 @@ def test_a_hang_in_a_kernel_without_a_known_wait_lands_on_its_pallas_call(tmp_pa
     (d,) = hang_report(hang, pm, None, 5, StaticContext(pm))
     assert (d.code, d.path, d.span.line + 1) == ("PAL902", str(kernels), 17)
     assert "hung in kernel `spin`" in d.message and "knows no wait" in d.message
+
+
+def test_interpret_modes_dma_broadcast_error_moves_to_the_engines_pal305(tmp_path):
+    """A copy of 8 rows into a 16-row buffer: TPU interpret mode fails with
+    numpy's broadcast error and no kernel line (the diagnostic used to be
+    PAL900 on the test's pallas_call). It is PAL305, on the copy the engine
+    flags, with the failure's place as related information."""
+    import shutil
+
+    from test_chip_messages import CHIP
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pyproject.toml").write_text("[project]\nname = 'ws'\nversion = '0'\n")
+    test = ws / "test_issue33.py"
+    shutil.copy(CHIP / "test_issue33.py", test)
+    res = run(RunSpec(target=str(test), python=PYTHON, timeout=120, compile_for=(),
+                      args=["-k", "shape_mismatch"]))
+    (d,) = res.diagnostics
+    assert (d.code, d.path, d.span.line + 1) == (
+        "PAL305", str(test), line_of(test, "make_async_copy(x_ref.at[pl.ds(0, 8)], buf, sem)"))
+    assert "could not broadcast input array from shape (8,128) into shape (16,128)" in d.message
+    assert d.related[0].message == "the run failed here"

@@ -219,11 +219,14 @@ def with_kernel_findings(d: RunDiagnostic, kernels: list[dict] | None, pm: PathM
             if f.code == d.code and pm.display(path) == d.path and f.span.line == d.span.line:
                 continue  # the failure is that finding
             related.append(_finding_related(pm, path, f, name))
-            named.append(f"{f.code} at {_where(pm, path, f.span)} in `{name}` ({f.message})")
+            if f.code != d.code:  # the same code says nothing new in the text
+                named.append(f"{f.code} at {_where(pm, path, f.span)} in `{name}` ({f.message})")
     if not related:
         return d
-    text = d.message + " Static findings in the kernels this test ran: " + "; ".join(named[:4]) \
-        + ("; …" if len(named) > 4 else "") + "."
+    text = d.message
+    if named:
+        text += " Static findings in the kernels this test ran: " + "; ".join(named[:4]) \
+            + ("; …" if len(named) > 4 else "") + "."
     return _replace(d, message=text, related=tuple(related[:MAX_RELATED]) + d.related)
 
 
