@@ -193,3 +193,39 @@ def test_interpret_modes_dma_broadcast_error_moves_to_the_engines_pal305(tmp_pat
         "PAL305", str(test), line_of(test, "make_async_copy(x_ref.at[pl.ds(0, 8)], buf, sem)"))
     assert "could not broadcast input array from shape (8,128) into shape (16,128)" in d.message
     assert d.related[0].message == "the run failed here"
+
+
+def test_a_semaphore_wait_hang_lands_on_the_wait_the_interpreter_does_not_name(tmp_path):
+    """Interpret mode does not say which `pl.semaphore_wait` is stuck (the
+    diagnostic used to sit on the test's line); the kernel dispatched last
+    has one wait, and the diagnostic is there."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pyproject.toml").write_text("[project]\nname = 'ws'\nversion = '0'\n")
+    test = ws / "test_sem.py"
+    test.write_text(textwrap.dedent('''
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import tpu as pltpu
+
+
+        def sem_kernel(x_ref, o_ref, sem):
+            pl.semaphore_signal(sem, 1)
+            pl.semaphore_wait(sem, 2)
+            o_ref[...] = x_ref[...]
+
+
+        def test_sem():
+            x = jnp.ones((8, 128), jnp.float32)
+            f = pl.pallas_call(sem_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                               scratch_shapes=[pltpu.SemaphoreType.REGULAR])
+            np.asarray(f(x))
+    ''').lstrip())
+    res = run(RunSpec(target=str(test), python=PYTHON, timeout=8, compile_for=()))
+    assert res.status is Status.TIMEOUT, res.summary
+    (d,) = res.diagnostics
+    assert (d.code, d.span.line + 1) == ("PAL902", line_of(test, "pl.semaphore_wait(sem, 2)"))
+    assert "hung in kernel `sem_kernel`" in d.message and "semaphore wait" in d.message
+    assert any(r.message == "the test was waiting for the kernel here" for r in d.related)
