@@ -25,6 +25,7 @@ from pallas_lsp.engine.tpu import fmt_bytes
 from pallas_lsp.runs.mapping import (COMPILER_CODES, PathMap, _frame_span, _match, _user_frames,
                                      clean_message, cwd_relative)
 from pallas_lsp.runs.model import RunDiagnostic, RunRelated
+from pallas_lsp.runs.static_context import kernel_def
 
 CODE_COMPILE = "PAL903"  # a TPU compile error that no PAL4xx catalog entry names
 _MLIR_LOC = re.compile(r'"(?P<file>[^"]+\.py)":(?P<line>\d+):(?P<col>\d+)'
@@ -252,10 +253,7 @@ class Locator:
         tree = self.src.tree(local) if local else None
         if tree is None or not line:
             return None
-        kdef = next((n for n in ast.walk(tree)
-                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.lineno <= line <= (n.end_lineno or n.lineno)
-                     and any(d.lineno == line for d in [n] + n.decorator_list)), None)
+        kdef = kernel_def(tree, line)
         if kdef is None:
             return None
         if local not in self._analyses:
