@@ -81,6 +81,8 @@ EXAMPLES = {
     "Pallas encountered an internal verification error. Please file a bug at https://github.com/"
     "jax-ml/jax/issues/new/choose. Error details: 'tpu.wait_dma2' op DMA wait semaphore must be"
     " rank 0": "PAL406",
+    "ValueError: Out of bound slice: start=8, size=16, stride=1, dim=16.": "PAL306",
+    "Out of bound slice: start=16, dim=16.": "PAL306",
 }
 # PAL104's message is word for word PAL103's; the text alone cannot select it.
 UNREACHABLE_BY_TEXT = {"PAL104"}

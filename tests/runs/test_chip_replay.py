@@ -7,10 +7,13 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "chip_v5e"
 KERNELS = HERE.parents[1] / "benchmarks" / "tpu_chip" / "test_three_refused.py"
 sys.path.insert(0, str(HERE.parents[1] / "server"))
+sys.path.insert(0, str(HERE))
 
 from pallas_lsp.runs import _report  # noqa: E402
 from pallas_lsp.runs.mapping import PathMap, failure_diagnostic  # noqa: E402
@@ -57,3 +60,60 @@ def test_a_callback_error_still_gives_the_original_exception():
     assert _report.original_of(msg) == {
         "type": "IndexError",
         "message": "Out-of-bounds read of (0 0 vmem 102): reading [5] but buffer has shape (4,)."}
+
+
+# ---------------------------------------------------------------- issue 33's classes
+# Recorded by benchmarks/tpu_chip/run_issue33.sh (whatever of it is in DATA):
+# the child's own reports are replayed through the mapping; the CLI's JSON is
+# checked as printed. Each must put the code of a `# chip: PALnnn` line there.
+
+ISSUE33 = HERE.parents[1] / "benchmarks" / "tpu_chip" / "test_issue33.py"
+
+
+def _chip_lines() -> dict[int, str]:
+    from test_chip_messages import chip_lines
+
+    return chip_lines(ISSUE33)
+
+
+def _recorded(pattern: str) -> list:
+    return [pytest.param(p, id=p.name) for p in sorted(DATA.glob(pattern))]
+
+
+@pytest.mark.parametrize("path", _recorded("report_issue33*.json"))
+def test_recorded_chip_reports_map_to_the_kernels_lines(path):
+    from pallas_lsp.runs.static_context import StaticContext, hang_report, with_kernel_findings
+
+    report = json.loads(path.read_text(encoding="utf-8"))
+    assert report["interpret"] is False  # it ran on the chip
+    pm = PathMap(root=ISSUE33.parent)
+    pm.add_prefix(report["cwd"], ISSUE33.parent)
+    ctx = StaticContext(pm)
+    expected = _chip_lines()
+    got = []
+    for f in report["failures"]:
+        got.append(with_kernel_findings(failure_diagnostic(f, pm, None), f.get("kernels"), pm, ctx))
+    if report.get("hang"):
+        got += hang_report(report["hang"], pm, None, 30, ctx)
+        (hung,) = [d for d in got if "hung" in d.message]
+        assert "kernel `_wait_without_start`" in hung.message
+    assert got, "the recording has neither failures nor a hang"
+    for d in got:
+        assert d.path == str(ISSUE33), (d.path, d.message)
+        assert expected.get(d.span.line + 1) == d.code, (d.span.line + 1, d.code, d.message)
+
+
+@pytest.mark.parametrize("path", _recorded("run_issue33*.json"))
+def test_recorded_chip_runs_printed_the_codes_on_the_kernels_lines(path):
+    """As printed there: every row is a chip line's code, or (the default run,
+    interpret mode) the engine's finding of that code on that line."""
+    from pallas_lsp.engine import analyze
+
+    rows = json.loads(path.read_text(encoding="utf-8") or "[]")
+    allowed = {(line, code) for line, code in _chip_lines().items()}
+    allowed |= {(f.span.line + 1, f.code)
+                for f in analyze(ISSUE33.read_text(encoding="utf-8"), str(ISSUE33)).findings}
+    assert rows, "the recorded run printed no diagnostics"
+    for row in rows:
+        assert row["path"].endswith("test_issue33.py"), row
+        assert (row["line"], row["code"]) in allowed, row

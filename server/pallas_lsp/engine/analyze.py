@@ -154,6 +154,7 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     analysis.lazy["launch_notes"] = lambda: [
         (span, text) for span, text in hover_rows(events, ctx.span)
         if not span.path or span.path == src.path]
+    analysis.lazy["waits"] = lambda: _waits(events, ctx.span)
     if coverage:
         from pallas_lsp.engine.coverage import measure
         analysis.coverage = measure(src, interp, events)
@@ -161,6 +162,20 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
         analysis.lazy.clear()  # nothing for the editor: the AST and the rest go now
     interp.release()
     return analysis
+
+
+def _waits(events, span_of) -> list[tuple[str, Span, str]]:
+    """(kernel name, span, "DMA wait" | "semaphore wait") of every wait the
+    engine saw in a kernel, in source order: where a hung run can be stuck."""
+    names = {la.kernel_id: la.kernel for la in events.launches if la.kernel_id}
+    out: list[tuple[str, Span, str]] = []
+    for call in events.dmas:
+        if call.in_kernel:
+            out.extend((names.get(call.kernel_id, ""), span_of(op.node), "DMA wait")
+                       for op in call.ops if op.op.startswith("wait"))
+    out.extend((names.get(op.kernel_id, ""), span_of(op.node), "semaphore wait")
+               for op in events.sem_ops if op.api == "semaphore_wait")
+    return sorted(set(out), key=lambda w: (w[1].path or "", w[1].line, w[1].col, w[0]))
 
 
 class _Places:

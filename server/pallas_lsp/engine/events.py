@@ -159,6 +159,19 @@ class Launch:
 
 
 @record
+class Window:
+    """`ref.at[...]` whose index provably leaves the Ref's known shape (one per
+    bad dimension; `binding.shapes.window_overflow` says how)."""
+
+    node: ast.Subscript  # the whole `ref.at[...]`
+    index: ast.AST  # the offending index component
+    text: str  # JAX's message with the values filled in
+    kind: str  # "slice" (JAX raises while tracing) | "int" (the read / write fails)
+    kernel_id: int = 0
+    site: ast.AST | None = None
+
+
+@record
 class Events:
     dmas: list[DmaCall] = field(default_factory=list)
     sem_ops: list[SemOp] = field(default_factory=list)
@@ -172,6 +185,7 @@ class Events:
     # Kernels that are kernel code run without a launch (standalone.py).
     standalone: set = field(default_factory=set)
     kernel_ops: list[KernelOp] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)
 

@@ -362,6 +362,12 @@ class Analysis:
         """(Span of a TPU pallas_call, markdown of its scoped VMEM estimate)."""
         return self._get("launch_notes")
 
+    @property
+    def waits(self) -> list:
+        """(kernel name, Span, "DMA wait" | "semaphore wait") of the waits in
+        this file's kernels: where a run that hangs can be stuck."""
+        return self._get("waits")
+
     def name_at(self, line: int, col: int) -> NameInfo | None:
         best = None
         for info in self.names:

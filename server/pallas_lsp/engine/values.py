@@ -67,9 +67,11 @@ class ShapeDtype(Value):
 
 @frozen
 class SliceVal(Value):
-    """pl.ds(start, size) / slice: `size` when it is a constant."""
+    """pl.ds(start, size) / slice: `size` (and `start`) when constant."""
 
     size: int | None = None
+    start: int | None = None
+    py_slice: bool = False  # `a:b`: JAX clamps it to the dimension as Python does
 
 
 @frozen

@@ -136,6 +136,7 @@ def _watchdog(seconds: float) -> None:
         hang = collect_hang()
         hang["timeout"] = seconds
         hang["current"] = REPORT["current"]
+        hang["dispatched"] = REPORT.get("dispatched")
         REPORT["hang"] = hang
     msg = (f"\npallas-lsp: no result after {seconds:g} s; the kernel is probably waiting for a "
            "DMA or semaphore that is never signalled. Stopping.\n")
@@ -184,3 +185,5 @@ def setup() -> None:
     if os.environ.get("PALLAS_LSP_COMPILE"):
         from pallas_lsp.runs import _compile
         _compile.install()
+    from pallas_lsp.runs import _dispatch
+    _dispatch.install()

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from pallas_lsp.runs import _report
+from pallas_lsp.runs import _dispatch, _report
 
 # generation -> a deviceless topology name that libtpu 0.0.42 accepts (measured)
 TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2"}
@@ -39,7 +39,6 @@ _orig_bind = None
 _USED = re.compile(r'"used_scoped_memory_configs":\[\{"memory_space":"1","offset":"\d+","size":"(\d+)"')
 _LIMIT = re.compile(r'"scoped_memory_configs":\[\{"memory_space":"1","offset":"\d+","size":"(\d+)"')
 _UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering for \w+: (\S+?)\.")
-_SRC = re.compile(r"^(?P<name>\S+) at (?P<file>.+):(?P<line>\d+)$")
 
 
 def generations() -> list[str]:
@@ -107,17 +106,6 @@ def _topology(gen: str):
     return _topologies[gen]
 
 
-def _kernel_src(params) -> dict:
-    info = getattr(params.get("jaxpr"), "debug_info", None)
-    src = getattr(info, "func_src_info", None) or ""
-    m = _SRC.match(src)
-    out = {"name": params.get("name") or (m.group("name") if m else src.split(" ")[0] or None),
-           "file": None, "line": None}
-    if m:
-        out["file"], out["line"] = os.path.abspath(m.group("file")), int(m.group("line"))
-    return out
-
-
 def _key(avals, params) -> str:
     parts = [str(a) for a in avals]
     for k in sorted(params):
@@ -140,7 +128,7 @@ def _compile_all(args, params, frame) -> None:
         if key in _seen or len(_seen) >= MAX_CALLS:
             return
         _seen.add(key)
-    kernel = _kernel_src(params)
+    kernel = _dispatch.kernel_src(params)
     site = _report.stack_frames(frame)
     cur = _report.REPORT.get("current") or {}
     lo_params = dict(params, interpret=False)

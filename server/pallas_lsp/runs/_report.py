@@ -33,6 +33,7 @@ REPORT: dict = {
     "pwd": os.environ.get("PWD"),
     "interpret": os.environ.get("PALLAS_LSP_INTERPRET") == "1",
     "current": None,  # {"nodeid", "path", "line"} of the test running now
+    "dispatched": None,  # the pallas_call bound last: {"kernel", "site", "nodeid"} (_dispatch)
     "failures": [],
     "hang": None,
     "outcomes": {},
@@ -45,6 +46,8 @@ REPORT: dict = {
 
 # exceptions logged by jax._src.callback during the current test (_child's log handler)
 callback_errors: list[BaseException] = []
+# kernels ({name, file, line}) the current test bound (_dispatch.py): a failure names them
+kernels_this_test: list[dict] = []
 
 
 # ---------------------------------------------------------------- report
@@ -78,6 +81,8 @@ def set_current(nodeid: str | None, path: str | None = None, line: int | None = 
     with lock:
         REPORT["current"] = None if nodeid is None else {"nodeid": nodeid, "path": path, "line": line}
         callback_errors.clear()
+        if nodeid is not None:
+            kernels_this_test.clear()
     if nodeid is not None:
         write_report()
 
@@ -191,7 +196,8 @@ def record_failure(exc: BaseException, *, nodeid: str | None, when: str,
                 "frames": [], "chain": []}
     with lock:
         item.update(nodeid=nodeid, when=when, test_path=test_path, test_line=test_line,
-                    callback=[describe_exception(e) for e in callback_errors[:4]])
+                    callback=[describe_exception(e) for e in callback_errors[:4]],
+                    kernels=[dict(k) for k in kernels_this_test])
         REPORT["failures"].append(item)
     write_report()
 

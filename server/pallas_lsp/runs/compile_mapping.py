@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 from pallas_lsp.engine.model import Severity, Span
 from pallas_lsp.engine.tpu import fmt_bytes
-from pallas_lsp.runs.mapping import (PathMap, _frame_span, _match, _user_frames, clean_message,
-                                     cwd_relative)
+from pallas_lsp.runs.mapping import (COMPILER_CODES, PathMap, _frame_span, _match, _user_frames,
+                                     clean_message, cwd_relative)
 from pallas_lsp.runs.model import RunDiagnostic, RunRelated
+from pallas_lsp.runs.static_context import kernel_def
 
 CODE_COMPILE = "PAL903"  # a TPU compile error that no PAL4xx catalog entry names
 _MLIR_LOC = re.compile(r'"(?P<file>[^"]+\.py)":(?P<line>\d+):(?P<col>\d+)'
@@ -63,6 +64,13 @@ HINTS = {
     "buffered": "Use `pl.Buffered(1)` or `pl.Buffered(2)` (the default): the TPU pipeline "
                 "has one or two buffers per block.",
     "float16": "Use `jnp.bfloat16` for the buffer (same size), or convert outside the kernel.",
+    "dma_shape": "Give the copy's source and destination windows the same shape (slice the "
+                 "larger one with `.at[pl.ds(start, size)]` or `.at[slot]`).",
+    "memory_space": "Copy the data into VMEM first (`pltpu.sync_copy`, or `make_async_copy` "
+                    "with `.start()` / `.wait()`), or give the operand a VMEM BlockSpec.",
+    "dma_add": "Copy into a VMEM scratch buffer with a plain DMA and add it with vector code "
+               "(`acc[...] += buf[...]`).",
+>>>>>>> h4
     "other": "The kernel runs in interpret mode but the TPU compiler rejects it; see the "
              "compiler's message.",
 }
@@ -92,6 +100,12 @@ def kind_of(message: str) -> str:
         return "partition"
     if "DMA wait semaphore must be rank 0" in message:
         return "wait_sem"
+    if "DMA source and target shape mismatch" in message:
+        return "dma_shape"
+    if "only allowed on VMEM and SMEM references" in message:
+        return "memory_space"
+    if "DMA with add=True is not supported" in message:
+        return "dma_add"
     return "other"
 
 
@@ -267,10 +281,7 @@ class Locator:
         tree = self.src.tree(local) if local else None
         if tree is None or not line:
             return None
-        kdef = next((n for n in ast.walk(tree)
-                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.lineno <= line <= (n.end_lineno or n.lineno)
-                     and any(d.lineno == line for d in [n] + n.decorator_list)), None)
+        kdef = kernel_def(tree, line)
         if kdef is None:
             return None
         if local not in self._analyses:
@@ -425,7 +436,8 @@ def _code_of(raw: str) -> str:
         if pattern.search(raw):
             return code
     entry = _match(raw)
-    return entry.code if entry is not None and entry.code.startswith("PAL4") else CODE_COMPILE
+    return entry.code if entry is not None and (entry.code.startswith("PAL4")
+                                                 or entry.code in COMPILER_CODES) else CODE_COMPILE
 
 
 def _spec_nodes(call: _Call):

@@ -151,6 +151,26 @@ _BOILERPLATE = re.compile(
     r"It should not be possible to run out of scoped vmem - ?)", re.S)
 
 
+# A Mosaic verifier error's preamble (the facts follow "Error details:").
+_VERIFIER_HEAD = re.compile(r"Pallas encountered an internal verification error\.\s*Please file a "
+                            r"bug at \S+\s*Error details:\s*")
+
+# The TPU compiler's own words for mistakes a static rule names, where the
+# words live in libtpu rather than in jax's Python (so no catalog template can
+# hold them; the catalog test looks for templates in jax's source). Measured
+# with libtpu 0.0.42 (deviceless compile) and on a TPU v5e.
+COMPILER_MESSAGES = (
+    (("'tpu.enqueue_dma' op DMA source and target shape mismatch",), "PAL305"),
+    # TPU interpret mode's copy of a smaller source into a bigger destination:
+    # numpy's error, raised where the interpreter writes a DMA's data
+    (("could not broadcast input array from shape", "_set_within_logical_shape"), "PAL305"),
+)
+# Catalog codes a TPU compile failure may carry besides the PAL4xx ones: the
+# compiler refusing what a static rule reports (PAL204's and PAL111's texts
+# are catalog templates, PAL305's is in COMPILER_MESSAGES).
+COMPILER_CODES = ("PAL111", "PAL204", "PAL305")
+
+
 def clean_message(message: str) -> str:
     """The compiler's text without the HLO dump, the bug-report boilerplate
     and the index_map jaxpr."""
@@ -161,11 +181,15 @@ def clean_message(message: str) -> str:
     msg = re.sub(r"Blocked\(block_size=(\d+)\)", r"\1", msg)
     msg = re.sub(r", in memory space <MemorySpace\.DEFAULT: 'default'>", "", msg)
     msg = _BOILERPLATE.sub(" ", msg)
-    if "The MLIR operation involved:" in msg:
-        head, _, op = msg.partition("The MLIR operation involved:")
+    msg = _VERIFIER_HEAD.sub("", msg)
+    for marker in ("The MLIR operation involved:", "see current operation:"):
+        if marker not in msg:
+            continue
+        head, _, op = msg.partition(marker)
         op_line = next((ln.strip() for ln in op.splitlines() if ln.strip()), "")
         m = re.search(r'"([\w.]+)"\(.*?:\s*\((.*?)\)\s*->', op_line)
         msg = head.strip() + (f" (in `{m.group(1)}` on {m.group(2)})" if m else "")
+        break
     msg = re.sub(r"[ \t]+", " ", msg)
     msg = re.sub(r"\s*\n\s*", " ", msg).strip()
     return msg
@@ -181,11 +205,13 @@ def _clean_message(msg: str, max_lines: int = 12) -> str:
 
 def _match(text: str):
     try:
-        from pallas_lsp.catalog import match_message
+        from pallas_lsp.catalog import get, match_message
     except Exception:  # noqa: BLE001 - a broken catalog must not break runs
         return None
     try:
-        return match_message(text)
+        code = next((c for words, c in COMPILER_MESSAGES if all(w in text for w in words)),
+                    None)
+        return get(code) if code else match_message(text)
     except Exception:  # noqa: BLE001
         return None
 
@@ -250,7 +276,7 @@ def failure_diagnostic(f: dict, pm: PathMap, fallback: tuple[str, int] | None) -
 
     entry = _match(show_msg) or _match(message)
     label = _test_label(f.get("nodeid"))
-    if not original and exc_type.endswith("JaxRuntimeError"):
+    if not original and exc_type.endswith(("JaxRuntimeError", "VerificationError", "MosaicError")):
         show_msg = clean_message(show_msg)  # the TPU compiler's own text, on a chip: keep its facts
     body = _clean_message(show_msg)
     if entry is not None:
@@ -355,13 +381,6 @@ def hang_diagnostics(hang: dict, pm: PathMap, fallback: tuple[str, int] | None,
         message=(f"The run hung: {what}; stopped after {secs:g} s. Look for a DMA `.wait()` "
                  f"without a `.start()` or a `pl.semaphore_wait` without enough signals.{label}"),
         test=nodeid)]
-
-
-def timeout_diagnostic(report: dict | None, pm: PathMap, fallback: tuple[str, int] | None,
-                       timeout: float) -> RunDiagnostic:
-    """The process had to be killed and said nothing about where it was."""
-    cur = (report or {}).get("current") or {}
-    return hang_diagnostics({"current": cur, "timeout": timeout}, pm, fallback, timeout)[0]
 
 
 # ---------------------------------------------------------------- races

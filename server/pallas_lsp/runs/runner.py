@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from pallas_lsp.runs.mapping import (PathMap, RaceParser, dedupe, failure_diagnostic,
-                                     hang_diagnostics, race_diagnostics, timeout_diagnostic)
+                                     race_diagnostics)
+from pallas_lsp.runs.static_context import StaticContext, hang_report, with_kernel_findings
 from pallas_lsp.runs.model import CODE_FAILURE, RunDiagnostic, RunResult, Status
 from pallas_lsp.runs.profiles import Profile, project_profiles, resolve_profile
 from pallas_lsp.runs.target import (RunSpecError, Target, find_root, parse_target,
@@ -456,13 +457,15 @@ class RunHandle:
     def _interpret(self, rc: int | None, how: str, reports: list[dict], pm: PathMap) -> RunResult:
         plan = self.plan
         fallback = self._fallback()
+        static = StaticContext(pm)
         diags: list[RunDiagnostic] = []
         outcomes: dict = {}
         for r in reports:
             for k, v in (r.get("outcomes") or {}).items():
                 outcomes[k] = outcomes.get(k, 0) + v
             for f in r.get("failures") or []:
-                diags.append(failure_diagnostic(f, pm, fallback))
+                diags.append(with_kernel_findings(failure_diagnostic(f, pm, fallback),
+                                                  f.get("kernels"), pm, static))
         diags += race_diagnostics(self._races.blocks, pm)
         hangs = [r["hang"] for r in reports if r.get("hang")]
         res = RunResult(status=Status.FAILED, argv=self._argv, exit_code=rc, tests=outcomes)
@@ -473,10 +476,12 @@ class RunHandle:
         if hangs or how == "timeout":
             hd = []
             for h in hangs:
-                hd += hang_diagnostics(h, pm, fallback, plan.timeout)
-            if not hd:
-                last = reports[-1] if reports else None
-                hd.append(timeout_diagnostic(last, pm, fallback, plan.timeout))
+                hd += hang_report(h, pm, fallback, plan.timeout, static)
+            if not hd:  # killed from outside: the report says where it was
+                last = reports[-1] if reports else {}
+                hd += hang_report({"current": last.get("current"),
+                                   "dispatched": last.get("dispatched"), "timeout": plan.timeout},
+                                  pm, fallback, plan.timeout, static)
             res.status = Status.TIMEOUT
             res.diagnostics = dedupe(hd + diags)
             return res
@@ -683,5 +688,8 @@ def _summary(plan: _Plan, r: RunResult) -> str:
 
 def _compiled_count(r: RunResult) -> str:
     ok = len(r.compiles)
-    failed = sum(1 for d in r.diagnostics if d.code == "PAL903" or d.code.startswith("PAL4"))
+    # compile_mapping's diagnostics (PAL4xx, PAL903, or a static rule's code such as
+    # PAL305 that the compiler refused) all say which generations they are for
+    failed = sum(1 for d in r.diagnostics if d.code == "PAL903" or d.code.startswith("PAL4")
+                 or "(compiling for TPU " in d.message)
     return f"{ok} compiled, {failed} compile error{'s' if failed != 1 else ''}"

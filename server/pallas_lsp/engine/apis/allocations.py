@@ -37,7 +37,11 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
     if t in ("ds", "dslice", "Slice"):
         size = pick(args, kwargs, 1, "size")
         if size is not None and isinstance(size.value, Const) and isinstance(size.value.value, int):
-            return SliceVal(size=size.value.value)
+            start = pick(args, kwargs, 0, "start")
+            strided = pick(args, kwargs, 2, "stride") is not None
+            known = start is not None and isinstance(start.value, Const) \
+                and type(start.value.value) is int and not strided
+            return SliceVal(size=size.value.value, start=start.value.value if known else None)
         return SliceVal()
     if t in ("Squeezed", "squeezed"):
         return Const(value=SQUEEZED)

@@ -69,7 +69,7 @@ def slice_value(lo: Value, hi: Value, has_step: bool) -> Value:
     if lo_v is None:
         lo_v = 0
     if isinstance(lo_v, int) and isinstance(hi_v, int):
-        return SliceVal(size=max(hi_v - lo_v, 0))
+        return SliceVal(size=max(hi_v - lo_v, 0), start=lo_v, py_slice=True)
     if isinstance(lo_v, int) and hi_v is None:
         return _OpenSlice(lo=lo_v)
     return SliceVal()
@@ -118,3 +118,30 @@ def index_shape(shape: Shape | None, comps: list[Value], slice_node: ast.AST) ->
             continue  # a dynamic scalar index drops the dimension
     out.extend(shape[i:])
     return tuple(out)
+
+
+def window_overflow(shape: Shape | None, comps: list[Value]) -> list[tuple[int, str, str]]:
+    """The components of `ref.at[idx]` that provably leave `shape`, as
+    (component index, JAX's message, kind). Only constant starts and sizes of
+    known dimensions count; JAX's own trace-time check skips a start of 0, and
+    clamps a Python slice `a:b` to the dimension first (so only a start at or
+    past the end fails), so both are judged as JAX does."""
+    if shape is None or any(isinstance(c, Const) and c.value is Ellipsis for c in comps) \
+            or len(comps) > len(shape):
+        return []
+    out = []
+    for i, (c, dim) in enumerate(zip(comps, shape)):
+        if not isinstance(dim, int) or dim <= 0:
+            continue
+        if isinstance(c, SliceVal) and c.start is not None and c.start > 0:
+            start = min(c.start, dim) if c.py_slice else c.start
+            if start >= dim:
+                out.append((i, f"Out of bound slice: start={start}, dim={dim}.", "slice"))
+            elif not c.py_slice and c.size and start + c.size > dim:
+                out.append((i, f"Out of bound slice: start={start}, size={c.size}, stride=1, "
+                               f"dim={dim}.", "slice"))
+        elif isinstance(c, _OpenSlice) and c.lo >= dim:
+            out.append((i, f"Out of bound slice: start={dim}, dim={dim}.", "slice"))
+        elif isinstance(c, Const) and type(c.value) is int and c.value >= dim:
+            out.append((i, f"Out of bound indexer: idx={c.value}, dim={dim}.", "int"))
+    return out

@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import api, pyops
-from pallas_lsp.engine.binding.shapes import index_shape, slice_value
+from pallas_lsp.engine.binding.shapes import index_shape, slice_value, window_overflow
 from pallas_lsp.engine.binding.specs import SpecHolder, SpecInit
-from pallas_lsp.engine.events import Arg, KernelOp, RefAccess
+from pallas_lsp.engine.events import Arg, KernelOp, RefAccess, Window
 from pallas_lsp.engine.frames import Frame
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, ClassVal, Imported, Instance,
@@ -108,8 +108,17 @@ class ExpressionsMixin:
 
     def eval_subscript_load(self, node: ast.Subscript, base: Value, frame: Frame) -> Value:
         if isinstance(base, AtProxy):
-            shape = index_shape(base.ref.shape, self.eval_index(node.slice, frame),
-                                        node.slice)
+            comps = self.eval_index(node.slice, frame)
+            shape = index_shape(base.ref.shape, comps, node.slice)
+            overflow = window_overflow(base.ref.shape, comps)
+            if overflow:
+                shape = None  # a window past the end has no meaningful shape (PAL306 says why)
+            if overflow and (frame.kernel or self.active_kernel):
+                elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                for i, text, kind in overflow:
+                    self.events.windows.append(Window(node=node, index=elts[i], text=text,
+                                                      kind=kind, kernel_id=self.active_kernel,
+                                                      site=self.active_site))
             return as_view(base.ref, shape, self.segment(node))
         if isinstance(base, Ref):
             shape = index_shape(base.shape, self.eval_index(node.slice, frame),

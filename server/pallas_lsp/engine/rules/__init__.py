@@ -15,7 +15,8 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not
                                      pal207_non_decrementing_wait, pal208_run_scoped_hbm,
                                      pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited,
                                      pal303_wait_without_start, pal304_dma_regular_sem_start,
-                                     pal305_dma_shape_mismatch, pal401_block_shape_not_tiled,
+                                     pal305_dma_shape_mismatch, pal306_dma_window_out_of_bounds,
+                                     pal401_block_shape_not_tiled,
                                      pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
                                      pal404_scoped_vmem, pal405_float16_vector,
                                      pal406_wait_sem_array, pal407_buffered_count,
@@ -29,7 +30,7 @@ RULES = (
     pal203_sem_op_wrong_type, pal204_direct_hbm_access, pal205_store_ref_into_ref,
     pal206_load_store_on_value, pal207_non_decrementing_wait, pal208_run_scoped_hbm,
     pal209_roll_arguments, pal301_unused_descriptor, pal302_dma_never_waited, pal303_wait_without_start,
-    pal304_dma_regular_sem_start, pal305_dma_shape_mismatch,
+    pal304_dma_regular_sem_start, pal305_dma_shape_mismatch, pal306_dma_window_out_of_bounds,
     pal401_block_shape_not_tiled, pal402_no_tpu_lowering, pal403_int8_vector_arithmetic,
     pal404_scoped_vmem, pal405_float16_vector, pal406_wait_sem_array, pal407_buffered_count,
 )

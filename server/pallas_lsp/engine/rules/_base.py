@@ -27,7 +27,7 @@ class Context:
     def __post_init__(self):
         # Rules loop over these lists; knowing which event a rule is on tells
         # which call in this file led to a finding in another file.
-        for name in ("dmas", "sem_ops", "accesses", "scoped", "rolls"):
+        for name in ("dmas", "sem_ops", "accesses", "scoped", "rolls", "windows"):
             setattr(self.events, name, _Tracked(getattr(self.events, name), self))
 
     def source_of(self, node: ast.AST) -> Source:
