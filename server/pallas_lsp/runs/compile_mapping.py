@@ -70,7 +70,6 @@ HINTS = {
                     "with `.start()` / `.wait()`), or give the operand a VMEM BlockSpec.",
     "dma_add": "Copy into a VMEM scratch buffer with a plain DMA and add it with vector code "
                "(`acc[...] += buf[...]`).",
->>>>>>> h4
     "other": "The kernel runs in interpret mode but the TPU compiler rejects it; see the "
              "compiler's message.",
 }
