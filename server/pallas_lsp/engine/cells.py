@@ -166,14 +166,24 @@ def to_program(text: str, kind: str) -> Program:
         nb = read_notebook(text)
         if nb.language and nb.language.lower() not in PY_LANGS:
             return Program(kind, "", (), note=f"a {nb.language} notebook: not analysed")
-        raw = [(c.index, split_lines(c.source), None, None) for c in nb.cells
-               if c.cell_type == "code"]
+        return cells_program((c.index, c.source) for c in nb.cells if c.cell_type == "code")
     elif kind == MARKDOWN:
         raw = markdown_cells(text)
     elif kind == RST:
         raw = rst_cells(text)
     else:
         raise ValueError(f"not a document kind: {kind!r}")
+    return _program(kind, raw)
+
+
+def cells_program(cells) -> Program:
+    """A notebook's code cells, given as (index, source text) in order (an
+    editor's notebook: no .ipynb JSON to read), as one program."""
+    return _program(NOTEBOOK, [(index, split_lines(source), None, None)
+                               for index, source in cells])
+
+
+def _program(kind: str, raw: list[RawCell]) -> Program:
     cells: list[Cell] = []
     program: list[str] = []
     for index, lines, doc_lines, doc_cols in raw:

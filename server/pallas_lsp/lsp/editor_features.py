@@ -12,7 +12,7 @@ import os
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
 
-from pallas_lsp.lsp import goto, semantic_tokens as st, signature_help as sig
+from pallas_lsp.lsp import goto, notebooks, semantic_tokens as st, signature_help as sig
 from pallas_lsp.lsp.analyses import Superseded
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,7 @@ def register(server) -> None:
     # ---------------------------------------------------------- semantic tokens
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, st.LEGEND)
+    @notebooks.in_cells(notebooks.TOKENS)
     async def semantic_tokens_full(ls, params: types.SemanticTokensParams):
         uri = params.text_document.uri
         data = await _tokens(ls, uri)
@@ -139,6 +140,7 @@ def register(server) -> None:
         return types.SemanticTokens(data=data, result_id=results.store(uri, data))
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL_DELTA, st.LEGEND)
+    @notebooks.in_cells(notebooks.TOKENS)
     async def semantic_tokens_delta(ls, params: types.SemanticTokensDeltaParams):
         uri = params.text_document.uri
         data = await _tokens(ls, uri)
@@ -151,6 +153,7 @@ def register(server) -> None:
         return types.SemanticTokensDelta(edits=st.delta(old, data), result_id=result_id)
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_RANGE, st.LEGEND)
+    @notebooks.in_cells(notebooks.TOKENS_RANGE)
     async def semantic_tokens_range(ls, params: types.SemanticTokensRangeParams):
         data = await _tokens(ls, params.text_document.uri, params.range.start.line,
                              params.range.end.line)
