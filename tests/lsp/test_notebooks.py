@@ -49,7 +49,7 @@ NOTEBOOK_CAPS = types.NotebookDocumentClientCapabilities(
 
 
 @contextlib.asynccontextmanager
-async def notebook_session(spec: str):
+async def notebook_session(spec: str, root=KERNELS):
     """A server initialized by `spec`'s recorded capabilities plus notebook
     sync, as VS Code 1.70+ sends it."""
     config = ClientServerConfig(server_command=SERVER_COMMAND, server_env=server_env(),
@@ -58,8 +58,8 @@ async def notebook_session(spec: str):
     caps = client_capabilities(spec)
     caps.notebook_document = NOTEBOOK_CAPS
     result = await client.initialize_session(types.InitializeParams(
-        capabilities=caps, root_uri=KERNELS.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=KERNELS.as_uri(), name=KERNELS.name)],
+        capabilities=caps, root_uri=root.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
         initialization_options={"diagnostics": {"debounceMs": 0}}))
     s = Session(client, spec, result)
     try:
@@ -73,9 +73,9 @@ async def notebook_session(spec: str):
 class Notebook:
     """The client's copy of a notebook and the notifications an editor sends."""
 
-    def __init__(self, s: Session, name: str, cells=CELLS):
+    def __init__(self, s: Session, name: str, cells=CELLS, root=KERNELS):
         self.s = s
-        self.uri = (KERNELS / name).as_uri()
+        self.uri = (root / name).as_uri()
         self.version = 1
         self.cells = [[kind, lang, text, self.cell_uri(f"C{i}"), 1]
                       for i, (kind, lang, text) in enumerate(cells)]
@@ -244,6 +244,11 @@ async def test_hover_inlay_hints_and_tokens_in_a_cell():
                 uri=nb.uri_of(K)), range=types.Range(types.Position(2, 0),
                                                      types.Position(2, 80))))
         assert decode(ranged.data) == [t for t in decoded if t[0] == 2]
+        # signature help inside a call of the cell: the argument as the engine sees it
+        pos = nb.position(K, "x_ref[...]")
+        sig = await s.client.text_document_signature_help_async(types.SignatureHelpParams(
+            text_document=types.TextDocumentIdentifier(uri=nb.uri_of(K)), position=pos))
+        assert sig is not None and "make_async_copy" in sig.signatures[0].label
         # the Markdown cell is none of ours
         assert await s.hover(nb.uri_of(0), 0, 2) is None
 
@@ -346,3 +351,31 @@ async def test_notebook_json_opened_as_text_is_not_python():
             line, col = find(raw, "x_ref")
             assert await s.hover(uri, line, col) is None
             assert not await s.inlay_hints(uri)
+
+
+HELPER = ("from jax.experimental.pallas import tpu as pltpu\n\n\n"
+          "def kernel(x_ref, o_ref, sem):\n"
+          "    copy = pltpu.make_async_copy(x_ref[...], o_ref, sem)\n"
+          "    copy.start()\n"
+          "    copy.wait()\n")
+
+
+async def test_a_helper_modules_kernel_launched_in_a_cell(tmp_path):
+    """The launch in the notebook reaches the kernel in helper.py: the
+    helper's diagnostic points back at the launch, in its cell."""
+    (tmp_path / "helper.py").write_text(HELPER)
+    launch = LAUNCH.replace("def run(x):", "from helper import kernel\n\ndef run(x):")
+    async with notebook_session("visual-studio-code", root=tmp_path) as s:
+        nb = Notebook(s, "nb.ipynb", [("code", "python", IMPORTS), ("code", "python", launch)],
+                      root=tmp_path)
+        nb.open()
+        helper = (tmp_path / "helper.py").as_uri()
+        s.open(helper, HELPER)
+
+        def pal204():
+            return [d for p in s.client.published[helper] for d in p.diagnostics
+                    if d.code == "PAL204"]
+        (d, *_) = await wait_for(pal204, 30)
+        (related,) = d.related_information
+        assert related.location.uri == nb.uri_of(1)
+        assert related.location.range.start.line == find(launch, "kernel,")[0]  # the launch's argument

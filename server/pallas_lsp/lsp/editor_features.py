@@ -56,8 +56,8 @@ async def _launches(ls, snap, analysis) -> list[goto.Launched]:
     found = goto.launches_of(analysis, snap.path or "")
     for uri in ls.documents.uris()[:MAX_OTHER_DOCUMENTS]:
         doc = ls.documents.get(uri)
-        if uri == snap.uri or doc is None or not doc.path:
-            continue
+        if uri == snap.uri or doc is None or not doc.path or ls.notebooks.by_program(uri):
+            continue  # (a notebook's program: its lines are not the file's)
         other = doc.snapshot()
         result = ls.analyses.cached(other)
         if result is None:
@@ -201,7 +201,7 @@ def register(server) -> None:
         found: list[goto.Launched] = []
         for uri in ls.documents.uris():
             doc = ls.documents.get(uri)
-            if doc is None or not doc.path:
+            if doc is None or not doc.path or ls.notebooks.by_program(uri):
                 continue
             try:
                 result = await ls.analyses.get(doc.snapshot())
@@ -215,6 +215,7 @@ def register(server) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_SIGNATURE_HELP, types.SignatureHelpOptions(
         trigger_characters=["(", ","], retrigger_characters=[","]))
+    @notebooks.in_cells(notebooks.POSITIONAL)
     async def signature_help(ls, params: types.SignatureHelpParams):
         uri = params.text_document.uri
         await asyncio.sleep(0)

@@ -314,6 +314,19 @@ class NotebookStore:
     def programs(self) -> list[str]:
         return list(self._by_program)
 
+    def relocate(self, diagnostics: list[types.Diagnostic], encoding: str
+                 ) -> list[types.Diagnostic]:
+        """Another file's diagnostics whose related locations are in an open
+        notebook (a launch in a cell: the program's line) point into the cell."""
+        for diag in diagnostics if self._notebooks else ():
+            for r in diag.related_information or ():
+                notebook = self._notebooks.get(r.location.uri)
+                if notebook is not None and notebook.view is not None:
+                    moved = notebook.view.range_to_cell(r.location.range, encoding)
+                    if moved is not None:
+                        r.location = types.Location(*moved)
+        return diagnostics
+
 
 # ---------------------------------------------------------------- requests on a cell
 
@@ -328,11 +341,15 @@ class Route:
         return result
 
 
-class _Hover(Route):
+class _Positional(Route):
+    """A request at a position whose answer has none (signature help)."""
+
     def params(self, params, view, uri, program, encoding):
         return attrs.evolve(super().params(params, view, uri, program, encoding),
                             position=view.to_program(uri, params.position, encoding))
 
+
+class _Hover(_Positional):
     def result(self, result, view, uri, program, encoding):
         if result is None:
             return None
@@ -440,6 +457,7 @@ def cell_tokens(data: list[int], first: int, last: int) -> list[int]:
     return out
 
 
+POSITIONAL = _Positional()
 HOVER = _Hover()
 CODE_ACTIONS = _CodeActions()
 INLAY_HINTS = _InlayHints()

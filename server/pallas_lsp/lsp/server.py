@@ -629,9 +629,10 @@ class PallasLanguageServer(LanguageServer):
                     range=types.Range(types.Position(0, 0), types.Position(0, 0)),
                     message=notice.message, source=convert.SOURCE,
                     severity=convert.LEVELS.get(notice.severity)))
-        return notes + [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
-                        for s in self.selected(snap, analysis)] \
-            + self.runs.merged_for(snap.uri, snap.index)
+        return self.notebooks.relocate(
+            notes + [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
+                     for s in self.selected(snap, analysis)]
+            + self.runs.merged_for(snap.uri, snap.index), self.feats.encoding)
 
     def tell_once(self, uri: str, notice: limits.Notice) -> None:
         if (uri, notice.kind) in self._told:
