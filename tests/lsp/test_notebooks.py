@@ -379,3 +379,113 @@ async def test_a_helper_modules_kernel_launched_in_a_cell(tmp_path):
         (related,) = d.related_information
         assert related.location.uri == nb.uri_of(1)
         assert related.location.range.start.line == find(launch, "kernel,")[0]  # the launch's argument
+
+
+async def test_broken_notebook_messages_change_nothing():
+    """A change to a notebook or cell that is not open, a null text, a cell
+    array change past the end: refused or ignored; the notebook keeps its
+    cells and its diagnostics come as before."""
+    async with notebook_session("visual-studio-code") as s:
+        nb = Notebook(s, "broken.ipynb")
+        nb.open()
+        assert codes(await nb.diagnostics(K)) == ["PAL101", "PAL204"]
+        def send(method, params):
+            body = json.dumps({"jsonrpc": "2.0", "method": method, "params": params}).encode()
+            s.client.protocol.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+        send("notebookDocument/didChange", {
+            "notebookDocument": {"uri": nb.uri, "version": 9},
+            "change": {"cells": {"textContent": [{
+                "document": {"uri": nb.uri_of(K), "version": 9},
+                "changes": [{"text": None}]}]}}})
+        send("notebookDocument/didChange", {
+            "notebookDocument": {"uri": "file:///not/open.ipynb", "version": 2},
+            "change": {"cells": {"textContent": []}}})
+        send("notebookDocument/didChange", {
+            "notebookDocument": {"uri": nb.uri, "version": 10},
+            "change": {"cells": {"textContent": [{
+                "document": {"uri": "vscode-notebook-cell:/elsewhere#X", "version": 2},
+                "changes": [{"text": "boom"}]}]}}})
+        state = await s.server_text(nb.uri_of(K))
+        assert state["text"] == nb.text(K) and state["version"] == 1
+        # an array change past the end appends; the cells before it are untouched
+        nb.version = 10
+        nb.insert(len(nb.cells), "code", "z = 1", "late")
+        seen = len(nb.published(K))
+        nb.edit(K, [types.TextEdit(range=types.Range(nb.position(K, "x_ref[...]", 5),
+                                                     nb.position(K, "x_ref[...]", 10)),
+                                   new_text="")])
+        assert await nb.diagnostics(K, seen) == []
+
+
+# ---------------------------------------------------------------- the mapping, without a server
+
+
+def _view(*texts: str):
+    from pallas_lsp.lsp.notebooks import Notebook as Store
+    from pallas_lsp.lsp.documents import Document
+    uris = [f"cell:{i}" for i in range(len(texts))]
+    nb = Store("file:///n.ipynb", "jupyter-notebook", 1,
+               [types.NotebookCell(kind=types.NotebookCellKind.Code, document=u) for u in uris],
+               {u: Document(u, t, 1) for u, t in zip(uris, texts)})
+    return nb, nb.rebuild(), uris
+
+
+def test_positions_map_through_magics_and_surrogate_pairs():
+    nb, view, uris = _view("%timeit f()\nx = 1", "s = '🚀'; y = x_ref")
+    assert view.program.text == "pass;   f()\nx = 1\ns = '🚀'; y = x_ref"  # (columns kept)
+    for enc in ("utf-16", "utf-8", "utf-32"):
+        units = len("s = '🚀'; y = ".encode("utf-16-le")) // 2 if enc == "utf-16" else \
+            len("s = '🚀'; y = ".encode()) if enc == "utf-8" else len("s = '🚀'; y = ")
+        p = view.to_program(uris[1], types.Position(0, units), enc)
+        assert p.line == 2 and p.character == units  # the same line text: the same units
+        assert view.to_cell(p, enc) == (uris[1], types.Position(0, units))
+    # past a cell's last line: its end, not the next cell
+    assert view.to_program(uris[0], types.Position(7, 0), "utf-16").line == 1
+
+
+def test_a_range_across_cells_is_cut_or_refused():
+    nb, view, uris = _view("a = 1\nb = 2", "c = 3")
+    across = types.Range(types.Position(1, 2), types.Position(2, 1))
+    assert view.range_to_cell(across, "utf-16") == (
+        uris[0], types.Range(types.Position(1, 2), types.Position(1, 5)))
+    assert view.range_to_cell(across, "utf-16", strict=True) is None
+    program = nb.program_uri
+    edit = types.WorkspaceEdit(changes={program: [types.TextEdit(range=across, new_text="")]})
+    assert view.edit_to_cells(edit, program, "utf-16") is None  # never half a fix
+    inside = types.TextEdit(range=types.Range(types.Position(2, 0), types.Position(2, 1)),
+                            new_text="d")
+    moved = view.edit_to_cells(types.WorkspaceEdit(changes={program: [inside]}), program,
+                               "utf-16")
+    assert list(moved.changes) == [uris[1]]
+    assert moved.changes[uris[1]][0].range.start == types.Position(0, 0)
+
+
+def test_tokens_of_one_cell_are_re_encoded_from_its_first_line():
+    from pallas_lsp.lsp.notebooks import cell_tokens
+    # tokens at (1, 4), (3, 2), (3, 9), (6, 0) of the program
+    data = [1, 4, 1, 0, 0, 2, 2, 1, 0, 0, 0, 7, 1, 0, 0, 3, 0, 1, 0, 0]
+    assert cell_tokens(data, 3, 5) == [0, 2, 1, 0, 0, 0, 7, 1, 0, 0]
+    assert cell_tokens(data, 1, 1) == [0, 4, 1, 0, 0]
+    assert cell_tokens(data, 4, 5) == []
+
+
+def test_unchanged_cells_are_not_read_again():
+    from pallas_lsp.engine import cells
+    calls = []
+    real = cells.python_of
+
+    def counted(lines, repair=True):
+        calls.append(tuple(lines))
+        return real(lines, repair)
+
+    nb, view, uris = _view("%time a = 1", "def broken(:\n    pass", "b = 2")
+    cells.python_of = counted
+    try:
+        nb.docs[uris[2]].text = "b = 3"
+        again = nb.rebuild()
+    finally:
+        cells.python_of = real
+    assert calls == [("b = 3",)]
+    fresh = cells.cells_program(enumerate(["%time a = 1", "def broken(:\n    pass", "b = 3"]))
+    assert again.program.text == fresh.text and again.program.cells == fresh.cells

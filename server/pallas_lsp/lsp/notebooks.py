@@ -68,10 +68,12 @@ class View:
     uris: tuple[str, ...]  # program.cells[i] is the cell document uris[i]
     indexes: dict[str, LineIndex]  # each cell's text at this version
     versions: dict[str, int | None]
-    index: LineIndex = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "index", LineIndex(self.program.text))
+    @functools.cached_property
+    def index(self) -> LineIndex:
+        """The program's line table: built when a result is mapped, not at
+        every keystroke (a few ms for a thousand-line notebook)."""
+        return LineIndex(self.program.text)
 
     def cell(self, uri: str):
         try:
@@ -190,6 +192,7 @@ class Notebook:
     generation: int = 0
     view: View | None = None
     published: set[str] = field(default_factory=set)  # cells shown diagnostics
+    _python: dict = field(default_factory=dict)  # each cell's Python (cells_program's cache)
 
     @property
     def program_uri(self) -> str:
@@ -209,7 +212,10 @@ class Notebook:
         self.generation += 1
         uris = self.code_cells()
         docs = [self.docs[u] for u in uris]
-        program = cells_program((i, d.text) for i, d in enumerate(docs))
+        program = cells_program(((i, d.text) for i, d in enumerate(docs)), self._python)
+        # a keystroke re-reads its own cell only; what the cells no longer hold goes
+        self._python = {key: self._python[key] for key in ("\n".join(c.lines)
+                                                          for c in program.cells)}
         self.view = View(self.generation, program, tuple(uris),
                          {u: d.index for u, d in zip(uris, docs)},
                          {u: d.version for u, d in zip(uris, docs)})

@@ -34,7 +34,8 @@ from pallas_lsp.lsp.api_docs import ApiDocs
 from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
-from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, to_fs_path
+from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, \
+    notebook_change_problem, to_fs_path
 from pallas_lsp.lsp.workspace import WorkspaceIndex
 from pallas_lsp.lsp.jedi_docs import JediDocs
 from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
@@ -134,6 +135,12 @@ class PallasProtocol(LanguageServerProtocol):
                 and data.get("method") in (types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_OPEN):
             problem = change_problem(data.get("method"), data.get("params"))
             if problem is not None:  # the change is refused, the last good text stays
+                self._server.refuse_change(data.get("params"), problem)
+                return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
+        if isinstance(data, dict) and "id" not in data \
+                and data.get("method") == types.NOTEBOOK_DOCUMENT_DID_CHANGE:
+            problem = notebook_change_problem(data.get("params"))
+            if problem is not None:  # as above: the notebook keeps its last good cells
                 self._server.refuse_change(data.get("params"), problem)
                 return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
         try:
@@ -311,7 +318,9 @@ class PallasLanguageServer(LanguageServer):
             log.info("window/logMessage failed: %s", exc)
 
     def refuse_change(self, params: Any, problem: str) -> None:
-        uri = params.get("textDocument", {}).get("uri") if isinstance(params, dict) else None
+        ident = (params.get("textDocument") or params.get("notebookDocument")) \
+            if isinstance(params, dict) else None
+        uri = ident.get("uri") if isinstance(ident, dict) else None
         if not isinstance(uri, str):
             uri = "?"
         doc = self.documents.get(uri)
