@@ -418,6 +418,22 @@ async def test_broken_notebook_messages_change_nothing():
         assert await nb.diagnostics(K, seen) == []
 
 
+async def test_messages_name_lines_by_cell():
+    """The engine's "line N" of the program reads "cell N, line L" (cells
+    counted as the notebook shows them, Markdown included, as on the CLI)."""
+    local = ("def local(x_ref, o_ref, sem):\n"
+             "    d = pltpu.make_async_copy(x_ref, o_ref, sem)\n"
+             "    d.start()\n"
+             "    d.wait_send()")
+    async with notebook_session("visual-studio-code") as s:
+        nb = Notebook(s, "lines.ipynb", [("markdown", "markdown", MARKDOWN),
+                                         ("code", "python", IMPORTS), ("code", "python", local)])
+        nb.open()
+        (d,) = [d for d in await nb.diagnostics(2) if d.code == "PAL106"]
+        assert "(cell 3, line 2)" in d.message, d.message
+        assert d.range.start == nb.position(2, "wait_send")
+
+
 # ---------------------------------------------------------------- the mapping, without a server
 
 

@@ -75,11 +75,18 @@ class View:
         every keystroke (a few ms for a thousand-line notebook)."""
         return LineIndex(self.program.text)
 
+    @functools.cached_property
+    def _order(self) -> dict[str, int]:
+        return {uri: i for i, uri in enumerate(self.uris)}
+
+    @functools.cached_property
+    def _by_index(self) -> dict[int, str]:
+        return {cell.index: uri for cell, uri in zip(self.program.cells, self.uris)}
+
     def cell(self, uri: str):
-        try:
-            return self.program.cells[self.uris.index(uri)]
-        except ValueError:
-            return None
+        """The program's cell of a code cell's URI (None: not a code cell)."""
+        i = self._order.get(uri)
+        return self.program.cells[i] if i is not None else None
 
     def lines_of(self, uri: str) -> tuple[int, int]:
         """[first, last] program lines of a cell."""
@@ -103,7 +110,7 @@ class View:
         cell = self.program.cell_at(p.line)
         if cell is None:
             return None
-        uri = self.uris[self.program.cells.index(cell)]
+        uri = self._by_index[cell.index]
         line, character = self.indexes[uri].to_client(p.line - cell.start, p.col, encoding)
         return uri, types.Position(line, character)
 
@@ -200,19 +207,22 @@ class Notebook:
 
     def code_cells(self) -> list[str]:
         """The URIs of the Python code cells, in order."""
-        out = []
+        out: dict[str, None] = {}  # (a cell listed twice counts once)
         for cell in self.cells:
             doc = self.docs.get(cell.document)
             if cell.kind == types.NotebookCellKind.Code and doc is not None \
                     and (doc.language_id or "python").lower() in PY_LANGS:
-                out.append(cell.document)
-        return out
+                out.setdefault(cell.document)
+        return list(out)
 
     def rebuild(self) -> View:
         self.generation += 1
         uris = self.code_cells()
         docs = [self.docs[u] for u in uris]
-        program = cells_program(((i, d.text) for i, d in enumerate(docs)), self._python)
+        place: dict[str, int] = {}  # "cell N" counts every cell, as the CLI does
+        for i, cell in enumerate(self.cells):
+            place.setdefault(cell.document, i)
+        program = cells_program(((place[u], d.text) for u, d in zip(uris, docs)), self._python)
         # a keystroke re-reads its own cell only; what the cells no longer hold goes
         self._python = {key: self._python[key] for key in ("\n".join(c.lines)
                                                           for c in program.cells)}

@@ -595,8 +595,8 @@ class PallasLanguageServer(LanguageServer):
     # ------------------------------------------------------------ analysis
 
     def snapshot(self, uri: str) -> Snapshot | None:
-        if notebooks.is_notebook_json(uri):
-            return None  # a notebook's JSON opened as text: not Python
+        if notebooks.is_notebook_json(uri) or self.notebooks.of_cell(uri) is not None:
+            return None  # a notebook's JSON opened as text: not Python; a cell: its notebook's
         doc = self.documents.get(uri)
         return doc.snapshot() if doc is not None else None
 
