@@ -238,6 +238,11 @@ async def test_hover_inlay_hints_and_tokens_in_a_cell():
         x = nb.position(K, "x_ref[...]")
         assert (x.line, x.character, len("x_ref")) in [t[:3] for t in decoded]
         assert all(0 <= t[0] < len(split_lines(nb.text(K))) for t in decoded)
+        # a delta against the cell's last result: nothing changed, nothing to edit
+        delta = await s.client.text_document_semantic_tokens_full_delta_async(
+            types.SemanticTokensDeltaParams(text_document=types.TextDocumentIdentifier(
+                uri=nb.uri_of(K)), previous_result_id=tokens.result_id))
+        assert not delta.edits and delta.result_id != tokens.result_id
         # a range inside the cell: the same tokens on those lines
         ranged = await s.client.text_document_semantic_tokens_range_async(
             types.SemanticTokensRangeParams(text_document=types.TextDocumentIdentifier(

@@ -140,7 +140,7 @@ def register(server) -> None:
         return types.SemanticTokens(data=data, result_id=results.store(uri, data))
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL_DELTA, st.LEGEND)
-    @notebooks.in_cells(notebooks.TOKENS)
+    @notebooks.in_cells(notebooks.TOKENS_DELTA)
     async def semantic_tokens_delta(ls, params: types.SemanticTokensDeltaParams):
         uri = params.text_document.uri
         data = await _tokens(ls, uri)

@@ -28,6 +28,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
 
 from pallas_lsp.engine.cells import PY_LANGS, Program, cells_program
+from pallas_lsp.lsp import semantic_tokens
 from pallas_lsp.lsp.documents import Document
 from pallas_lsp.lsp.positions import LineIndex
 
@@ -347,107 +348,134 @@ class NotebookStore:
 # ---------------------------------------------------------------- requests on a cell
 
 
+@dataclass(frozen=True)
+class Call:
+    """One request on a cell: where it is, and what it asked."""
+
+    ls: object  # the server
+    params: object  # as the client sent them
+    view: View
+    uri: str  # the cell's
+    program: str  # the program document's URI
+    encoding: str
+
+
 class Route:
     """How one kind of request goes from a cell to the program and back."""
 
-    def params(self, params, view: View, uri: str, program: str, encoding: str):
-        return attrs.evolve(params, text_document=types.TextDocumentIdentifier(uri=program))
+    def params(self, params, call: Call):
+        return attrs.evolve(params, text_document=types.TextDocumentIdentifier(uri=call.program))
 
-    def result(self, result, view: View, uri: str, program: str, encoding: str):
+    def result(self, result, call: Call):
         return result
 
 
 class _Positional(Route):
     """A request at a position whose answer has none (signature help)."""
 
-    def params(self, params, view, uri, program, encoding):
-        return attrs.evolve(super().params(params, view, uri, program, encoding),
-                            position=view.to_program(uri, params.position, encoding))
+    def params(self, params, call):
+        return attrs.evolve(super().params(params, call), position=call.view.to_program(
+            call.uri, params.position, call.encoding))
 
 
 class _Hover(_Positional):
-    def result(self, result, view, uri, program, encoding):
+    def result(self, result, call):
         if result is None:
             return None
         rng = None
         if result.range is not None:
-            moved = view.range_to_cell(result.range, encoding)
-            rng = moved[1] if moved is not None and moved[0] == uri else None
+            moved = call.view.range_to_cell(result.range, call.encoding)
+            rng = moved[1] if moved is not None and moved[0] == call.uri else None
         contents = result.contents
         if isinstance(contents, types.MarkupContent):
-            contents = attrs.evolve(contents, value=view.program.relabel(contents.value))
+            contents = attrs.evolve(contents, value=call.view.program.relabel(contents.value))
         return attrs.evolve(result, contents=contents, range=rng)
 
 
 class _Ranged(Route):
-    def params(self, params, view, uri, program, encoding):
-        return attrs.evolve(super().params(params, view, uri, program, encoding),
-                            range=view.range_to_program(uri, params.range, encoding))
+    def params(self, params, call):
+        return attrs.evolve(super().params(params, call), range=call.view.range_to_program(
+            call.uri, params.range, call.encoding))
 
 
 class _CodeActions(_Ranged):
-    def params(self, params, view, uri, program, encoding):
-        params = super().params(params, view, uri, program, encoding)
+    def params(self, params, call):
+        params = super().params(params, call)
         context = params.context
         if context is not None and context.diagnostics:
             context = attrs.evolve(context, diagnostics=[
-                attrs.evolve(d, range=view.range_to_program(uri, d.range, encoding))
+                attrs.evolve(d, range=call.view.range_to_program(call.uri, d.range,
+                                                                 call.encoding))
                 for d in context.diagnostics])
         return attrs.evolve(params, context=context)
 
-    def result(self, result, view, uri, program, encoding):
+    def result(self, result, call):
         if not result:
             return result
-        out = []
+        view, out = call.view, []
         for action in result:
             if not isinstance(action, types.CodeAction):
                 continue  # (commands: none today)
-            edit = view.edit_to_cells(action.edit, program, encoding)
+            edit = view.edit_to_cells(action.edit, call.program, call.encoding)
             if action.edit is not None and edit is None:
                 continue
             diagnostics = None
             if action.diagnostics is not None:
                 diagnostics = [moved[1] for d in action.diagnostics
-                               if (moved := view.diagnostic_to_cell(d, encoding, program))]
+                               if (moved := view.diagnostic_to_cell(d, call.encoding,
+                                                                    call.program))]
             out.append(attrs.evolve(action, edit=edit, diagnostics=diagnostics))
         return out
 
 
 class _InlayHints(_Ranged):
-    def result(self, result, view, uri, program, encoding):
+    def result(self, result, call):
         if not result:
             return result
         out = []
         for hint in result:
-            moved = view.to_cell(hint.position, encoding)
-            if moved is not None and moved[0] == uri:
+            moved = call.view.to_cell(hint.position, call.encoding)
+            if moved is not None and moved[0] == call.uri:
                 out.append(attrs.evolve(hint, position=moved[1]))
         return out
 
 
 class _Tokens(Route):
-    """Semantic tokens (full, delta, range): the program's, in the cell's
-    lines, re-encoded from the cell's first line. No result id: a delta is
-    never asked for a cell, a whole cell's tokens are few."""
+    """Semantic tokens: the program's on the cell's lines, re-encoded from
+    the cell's first line. Full and delta results are remembered per cell
+    (a delta is the difference from the cell's last result); the program
+    is always asked in full."""
 
-    def __init__(self, ranged: bool = False):
-        self.ranged = ranged
+    def __init__(self, kind: str):
+        self.kind = kind  # "full", "delta" or "range"
 
-    def params(self, params, view, uri, program, encoding):
-        params = super().params(params, view, uri, program, encoding)
-        if self.ranged:
-            params = attrs.evolve(params, range=view.range_to_program(uri, params.range,
-                                                                      encoding))
+    def params(self, params, call):
+        params = super().params(params, call)
+        if self.kind == "range":
+            return attrs.evolve(params, range=call.view.range_to_program(
+                call.uri, params.range, call.encoding))
+        if self.kind == "delta":  # no id of the program's: it answers in full
+            return attrs.evolve(params, previous_result_id="")
         return params
 
-    def result(self, result, view, uri, program, encoding):
-        if result is None:
-            return None
+    def result(self, result, call):
         data = getattr(result, "data", None)
-        if data is None:  # a delta of the program's: answer the cell in full
+        if data is None:
             return None
-        first, last = view.lines_of(uri)
-        return types.SemanticTokens(data=cell_tokens(list(data), first, last))
+        first, last = call.view.lines_of(call.uri)
+        data = cell_tokens(list(data), first, last)
+        results = getattr(call.ls, "semantic_results", None)
+        if self.kind == "range" or results is None:
+            return types.SemanticTokens(data=data)
+        if self.kind == "full" and not data and not results.had_tokens(call.uri):
+            return None  # nothing of ours here: other providers' tokens win (as for a file)
+        old = results.previous(call.uri, call.params.previous_result_id) \
+            if self.kind == "delta" else None
+        result_id = results.store(call.uri, data)
+        if old is None:
+            return types.SemanticTokens(data=data, result_id=result_id)
+        return types.SemanticTokensDelta(edits=semantic_tokens.delta(old, data),
+                                         result_id=result_id)
 
 
 def cell_tokens(data: list[int], first: int, last: int) -> list[int]:
@@ -477,8 +505,9 @@ POSITIONAL = _Positional()
 HOVER = _Hover()
 CODE_ACTIONS = _CodeActions()
 INLAY_HINTS = _InlayHints()
-TOKENS = _Tokens()
-TOKENS_RANGE = _Tokens(ranged=True)
+TOKENS = _Tokens("full")
+TOKENS_DELTA = _Tokens("delta")
+TOKENS_RANGE = _Tokens("range")
 
 
 def in_cells(route: Route):
@@ -496,12 +525,11 @@ def in_cells(route: Route):
             view = notebook.view
             if view is None or view.cell(uri) is None:
                 return None  # a Markdown cell, or one of another language
-            encoding = ls.feats.encoding
-            program = notebook.program_uri
-            result = await handler(ls, route.params(params, view, uri, program, encoding))
+            call = Call(ls, params, view, uri, notebook.program_uri, ls.feats.encoding)
+            result = await handler(ls, route.params(params, call))
             if notebook.view is not view:
                 raise JsonRpcContentModified("the notebook changed while answering")
-            return route.result(result, view, uri, program, encoding)
+            return route.result(result, call)
         return routed
     return decorate
 
