@@ -413,6 +413,14 @@ async def test_broken_notebook_messages_change_nothing():
                 "changes": [{"text": "boom"}]}]}}})
         state = await s.server_text(nb.uri_of(K))
         assert state["text"] == nb.text(K) and state["version"] == 1
+        assert any("refused a change to " + nb.uri in m.message and "must be a string" in m.message
+                   for m in s.client.log_messages)
+        # a save analyses again, and changes nothing
+        seen = len(nb.published(K))
+        s.client.notebook_document_did_save(types.DidSaveNotebookDocumentParams(
+            notebook_document=types.NotebookDocumentIdentifier(uri=nb.uri)))
+        await wait_for(lambda: len(nb.published(K)) > seen)
+        assert codes(nb.published(K)[-1].diagnostics) == ["PAL101", "PAL204"]
         # an array change past the end appends; the cells before it are untouched
         nb.version = 10
         nb.insert(len(nb.cells), "code", "z = 1", "late")
