@@ -106,7 +106,7 @@ def test_pre_commit_hooks_run_as_pre_commit_runs_them(tmp_path):
     assert set(hooks) == {"pallas-lsp-check", "pallas-lsp-fix"}
     for hook in hooks.values():
         assert hook["language"] == "python" and hook["require_serial"] is True
-        assert set(hook["types_or"]) == {"python", "pyi"}
+        assert set(hook["types_or"]) == {"python", "pyi", "jupyter"}
         assert hook["entry"].split()[:2] == ["pallas-lsp", "check"]
     (tmp_path / "pyproject.toml").write_text('[tool.pallas-lsp]\nextend-exclude = ["vendor/"]\n')
     (tmp_path / "vendor").mkdir()
@@ -125,6 +125,15 @@ def test_pre_commit_hooks_run_as_pre_commit_runs_them(tmp_path):
     assert r.returncode == 1 and "(1 fixed, 1 remaining)" in r.stdout
     assert "pltpu.make_async_copy(scratch, " in (tmp_path / "k.py").read_text()
     assert (tmp_path / "vendor" / "v.py").read_text() == BUGGY
+    # a staged notebook (`jupyter`): its cells checked and fixed in place
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+                     "outputs": [], "source": BUGGY.splitlines(True)}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "k.ipynb").write_text(json.dumps(nb, indent=1) + "\n")
+    r = run("pallas-lsp-check", "k.ipynb")
+    assert r.returncode == 1 and "k.ipynb:cell 1:9:34: PAL101" in r.stdout
+    assert run("pallas-lsp-fix", "k.ipynb").returncode == 1
+    assert "pltpu.make_async_copy(scratch, " in (tmp_path / "k.ipynb").read_text()
 
 
 def test_every_code_check_and_run_print_has_a_rule_page(tmp_path):

@@ -135,6 +135,9 @@ class Controller implements vscode.Disposable {
       documentSelector: [
         { scheme: "file", language: "python" },
         { scheme: "untitled", language: "python" },
+        // Jupyter notebooks' Python cells: the server advertises notebook
+        // sync, so the client sends the notebook and these cells through it.
+        { notebook: "jupyter-notebook", language: "python" },
       ],
       diagnosticCollectionName: "pallas-lsp",
       outputChannel: this.output,

@@ -166,20 +166,38 @@ def to_program(text: str, kind: str) -> Program:
         nb = read_notebook(text)
         if nb.language and nb.language.lower() not in PY_LANGS:
             return Program(kind, "", (), note=f"a {nb.language} notebook: not analysed")
-        raw = [(c.index, split_lines(c.source), None, None) for c in nb.cells
-               if c.cell_type == "code"]
+        return cells_program((c.index, c.source) for c in nb.cells if c.cell_type == "code")
     elif kind == MARKDOWN:
         raw = markdown_cells(text)
     elif kind == RST:
         raw = rst_cells(text)
     else:
         raise ValueError(f"not a document kind: {kind!r}")
+    return _program(kind, raw)
+
+
+def cells_program(cells, cache: dict | None = None) -> Program:
+    """A notebook's code cells, given as (index, source text) in order (an
+    editor's notebook: no .ipynb JSON to read), as one program. `cache`
+    (a cell's lines joined by "\\n" -> its `python_of`, kept by the caller
+    from one version to the next) spares re-reading the unchanged cells."""
+    return _program(NOTEBOOK, [(index, split_lines(source), None, None)
+                               for index, source in cells], cache)
+
+
+def _program(kind: str, raw: list[RawCell], cache: dict | None = None) -> Program:
     cells: list[Cell] = []
     program: list[str] = []
     for index, lines, doc_lines, doc_cols in raw:
         # A page's block that does not parse is an illustration (a signature,
         # `def f(...):`): left out whole. A notebook's cell ran: repaired.
-        code, error, changed = python_of(lines, repair=kind == NOTEBOOK)
+        key = "\n".join(lines) if cache is not None else None
+        known = cache.get(key) if cache is not None else None
+        if known is None:
+            known = python_of(lines, repair=kind == NOTEBOOK)
+            if cache is not None:
+                cache[key] = known
+        code, error, changed = known
         cells.append(Cell(index, len(program), tuple(lines),
                           None if doc_lines is None else tuple(doc_lines),
                           None if doc_cols is None else tuple(doc_cols), error,

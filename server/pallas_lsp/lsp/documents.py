@@ -161,6 +161,24 @@ def change_problem(method: str | None, params) -> str | None:
     return None
 
 
+def notebook_change_problem(params) -> str | None:
+    """The same checks for the cells' text changes of a notebookDocument/didChange."""
+    try:
+        contents = params["change"].get("cells", {}).get("textContent") or []
+    except (AttributeError, KeyError, TypeError):
+        return None  # pygls' converter answers for the rest
+    if not isinstance(contents, list):
+        return "`change.cells.textContent` must be a list"
+    for i, item in enumerate(contents):
+        if not isinstance(item, dict):
+            return f"textContent[{i}] must be an object"
+        problem = change_problem(types.TEXT_DOCUMENT_DID_CHANGE, {
+            "textDocument": item.get("document"), "contentChanges": item.get("changes")})
+        if problem is not None:
+            return f"textContent[{i}]: {problem}"
+    return None
+
+
 def _kind(value) -> str:
     if value is None:
         return "null"

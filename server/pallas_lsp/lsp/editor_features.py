@@ -12,7 +12,7 @@ import os
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
 
-from pallas_lsp.lsp import goto, semantic_tokens as st, signature_help as sig
+from pallas_lsp.lsp import goto, notebooks, semantic_tokens as st, signature_help as sig
 from pallas_lsp.lsp.analyses import Superseded
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ async def _launches(ls, snap, analysis) -> list[goto.Launched]:
     found = goto.launches_of(analysis, snap.path or "")
     for uri in ls.documents.uris()[:MAX_OTHER_DOCUMENTS]:
         doc = ls.documents.get(uri)
-        if uri == snap.uri or doc is None or not doc.path:
-            continue
+        if uri == snap.uri or doc is None or not doc.path or ls.notebooks.by_program(uri):
+            continue  # (a notebook's program: its lines are not the file's)
         other = doc.snapshot()
         result = ls.analyses.cached(other)
         if result is None:
@@ -131,6 +131,7 @@ def register(server) -> None:
     # ---------------------------------------------------------- semantic tokens
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, st.LEGEND)
+    @notebooks.in_cells(notebooks.TOKENS)
     async def semantic_tokens_full(ls, params: types.SemanticTokensParams):
         uri = params.text_document.uri
         data = await _tokens(ls, uri)
@@ -139,6 +140,7 @@ def register(server) -> None:
         return types.SemanticTokens(data=data, result_id=results.store(uri, data))
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL_DELTA, st.LEGEND)
+    @notebooks.in_cells(notebooks.TOKENS_DELTA)
     async def semantic_tokens_delta(ls, params: types.SemanticTokensDeltaParams):
         uri = params.text_document.uri
         data = await _tokens(ls, uri)
@@ -151,6 +153,7 @@ def register(server) -> None:
         return types.SemanticTokensDelta(edits=st.delta(old, data), result_id=result_id)
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_RANGE, st.LEGEND)
+    @notebooks.in_cells(notebooks.TOKENS_RANGE)
     async def semantic_tokens_range(ls, params: types.SemanticTokensRangeParams):
         data = await _tokens(ls, params.text_document.uri, params.range.start.line,
                              params.range.end.line)
@@ -198,7 +201,7 @@ def register(server) -> None:
         found: list[goto.Launched] = []
         for uri in ls.documents.uris():
             doc = ls.documents.get(uri)
-            if doc is None or not doc.path:
+            if doc is None or not doc.path or ls.notebooks.by_program(uri):
                 continue
             try:
                 result = await ls.analyses.get(doc.snapshot())
@@ -212,6 +215,7 @@ def register(server) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_SIGNATURE_HELP, types.SignatureHelpOptions(
         trigger_characters=["(", ","], retrigger_characters=[","]))
+    @notebooks.in_cells(notebooks.POSITIONAL)
     async def signature_help(ls, params: types.SignatureHelpParams):
         uri = params.text_document.uri
         await asyncio.sleep(0)

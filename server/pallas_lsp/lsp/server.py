@@ -29,12 +29,13 @@ from pallas_lsp import __version__
 from pallas_lsp import catalog as _catalog
 from pallas_lsp.engine.model import Analysis, Api, Finding, Unknown
 from pallas_lsp.lsp import code_lens, convert, editor_features, framing, hover as hover_mod, \
-    inlay, limits, noqa_edit, settings as settings_mod
+    inlay, limits, noqa_edit, notebooks, settings as settings_mod
 from pallas_lsp.lsp.api_docs import ApiDocs
 from pallas_lsp.lsp.analyses import AnalysisService, Superseded
 from pallas_lsp.lsp.client_features import ClientFeatures
 from pallas_lsp.lsp.debounce import Debouncer
-from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, to_fs_path
+from pallas_lsp.lsp.documents import DocumentStore, Snapshot, change_problem, \
+    notebook_change_problem, to_fs_path
 from pallas_lsp.lsp.workspace import WorkspaceIndex
 from pallas_lsp.lsp.jedi_docs import JediDocs
 from pallas_lsp.lsp.runs_bridge import CANCEL_COMMAND, RUN_COMMAND, RunManager
@@ -136,6 +137,12 @@ class PallasProtocol(LanguageServerProtocol):
             if problem is not None:  # the change is refused, the last good text stays
                 self._server.refuse_change(data.get("params"), problem)
                 return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
+        if isinstance(data, dict) and "id" not in data \
+                and data.get("method") == types.NOTEBOOK_DOCUMENT_DID_CHANGE:
+            problem = notebook_change_problem(data.get("params"))
+            if problem is not None:  # as above: the notebook keeps its last good cells
+                self._server.refuse_change(data.get("params"), problem)
+                return JsonRPCNotification(method=_IGNORED, jsonrpc="2.0", params=None)
         try:
             return super().structure_message(data)
         except (JsonRpcInvalidParams, JsonRpcInternalError) as exc:
@@ -186,6 +193,23 @@ class PallasProtocol(LanguageServerProtocol):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
+    # Notebooks: our store (lsp/notebooks.py, its features), not pygls' workspace.
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def lsp_notebook_document__did_open(self, params: types.DidOpenNotebookDocumentParams):
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams):
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams):
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
 
 # ---------------------------------------------------------------- server
 
@@ -193,9 +217,11 @@ class PallasProtocol(LanguageServerProtocol):
 class PallasLanguageServer(LanguageServer):
     def __init__(self, analyzer=None) -> None:
         super().__init__("pallas-lsp", __version__, protocol_cls=PallasProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         notebook_document_sync=notebooks.SYNC_OPTIONS)
         self.feats = ClientFeatures()
         self.documents = DocumentStore()
+        self.notebooks = notebooks.NotebookStore()  # their programs are in `documents`
         self.analyses = AnalysisService(analyzer)
         self.debouncer = Debouncer()
         # The other files of the workspace (helpers, launchers, callers).
@@ -292,7 +318,9 @@ class PallasLanguageServer(LanguageServer):
             log.info("window/logMessage failed: %s", exc)
 
     def refuse_change(self, params: Any, problem: str) -> None:
-        uri = params.get("textDocument", {}).get("uri") if isinstance(params, dict) else None
+        ident = (params.get("textDocument") or params.get("notebookDocument")) \
+            if isinstance(params, dict) else None
+        uri = ident.get("uri") if isinstance(ident, dict) else None
         if not isinstance(uri, str):
             uri = "?"
         doc = self.documents.get(uri)
@@ -346,12 +374,10 @@ class PallasLanguageServer(LanguageServer):
         client shows."""
         if not self.initialized:
             return
-        if self.feats.pull_diagnostics:
-            if self.feats.diagnostic_refresh:
-                self._request_quietly(self.workspace_diagnostic_refresh_async(None))
-        else:
-            for uri in self.documents.uris():
-                self.schedule_diagnostics(uri, 0.0)
+        if self.feats.pull_diagnostics and self.feats.diagnostic_refresh:
+            self._request_quietly(self.workspace_diagnostic_refresh_async(None))
+        for uri in self.documents.uris():  # pushed (a pull client: notebooks only)
+            self.schedule_diagnostics(uri, 0.0)
         if inlays and self.feats.inlay_refresh:
             self._request_quietly(self.workspace_inlay_hint_refresh_async(None))
 
@@ -569,6 +595,8 @@ class PallasLanguageServer(LanguageServer):
     # ------------------------------------------------------------ analysis
 
     def snapshot(self, uri: str) -> Snapshot | None:
+        if notebooks.is_notebook_json(uri) or self.notebooks.of_cell(uri) is not None:
+            return None  # a notebook's JSON opened as text: not Python; a cell: its notebook's
         doc = self.documents.get(uri)
         return doc.snapshot() if doc is not None else None
 
@@ -610,9 +638,10 @@ class PallasLanguageServer(LanguageServer):
                     range=types.Range(types.Position(0, 0), types.Position(0, 0)),
                     message=notice.message, source=convert.SOURCE,
                     severity=convert.LEVELS.get(notice.severity)))
-        return notes + [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
-                        for s in self.selected(snap, analysis)] \
-            + self.runs.merged_for(snap.uri, snap.index)
+        return self.notebooks.relocate(
+            notes + [convert.to_diagnostic(s, snap.uri, snap.index, self.feats, self.settings)
+                     for s in self.selected(snap, analysis)]
+            + self.runs.merged_for(snap.uri, snap.index), self.feats.encoding)
 
     def tell_once(self, uri: str, notice: limits.Notice) -> None:
         if (uri, notice.kind) in self._told:
@@ -625,7 +654,8 @@ class PallasLanguageServer(LanguageServer):
                            f"pallas-lsp: {message}")
 
     def schedule_diagnostics(self, uri: str, delay_s: float | None = None) -> None:
-        if self.feats.pull_diagnostics:
+        # Notebook cells are pushed to every client: editors do not pull them.
+        if self.feats.pull_diagnostics and self.notebooks.by_program(uri) is None:
             return
         if delay_s is None:
             delay_s = self.settings.debounce_ms / 1000.0
@@ -642,9 +672,27 @@ class PallasLanguageServer(LanguageServer):
         if not self.is_current(snap):
             return  # a newer version exists and has its own publish scheduled
         self.after_analysis(snap, analysis)
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-            uri=uri, diagnostics=self.diagnostics(snap, analysis), version=snap.version))
+        diagnostics = self.diagnostics(snap, analysis)
+        notebook = self.notebooks.by_program(uri)
+        if notebook is None:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=uri, diagnostics=diagnostics, version=snap.version))
+        elif notebook.view is not None and notebook.view.generation == snap.version:
+            for params in notebook.publications(notebook.view, diagnostics, self.feats.encoding):
+                self.text_document_publish_diagnostics(params)
         self.first_result.set()
+
+    def forget_document(self, uri: str) -> None:
+        """A closed document: nothing pending, nothing cached, and the files
+        it reported into shown again without its findings."""
+        self.debouncer.cancel(uri)
+        self.analyses.close(uri)
+        cross = self._cross.pop(uri, None)
+        for other in self.documents.uris():
+            doc = self.documents.get(other)
+            if cross and cross[1] and doc is not None and doc.path \
+                    and os.path.realpath(doc.path) in cross[1]:
+                self.schedule_diagnostics(other, 0.0)
 
 
 # ---------------------------------------------------------------- features
@@ -772,14 +820,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: PallasLanguageServer, params: types.DidCloseTextDocumentParams):
         uri = params.text_document.uri
-        ls.debouncer.cancel(uri)
-        ls.analyses.close(uri)
-        cross = ls._cross.pop(uri, None)
-        for other in ls.documents.uris():  # what it reported into other open files goes
-            doc = ls.documents.get(other)
-            if cross and cross[1] and doc is not None and doc.path \
-                    and os.path.realpath(doc.path) in cross[1]:
-                ls.schedule_diagnostics(other, 0.0)
+        ls.forget_document(uri)
         run_diags = ls.runs.closed(uri)  # run diagnostics stay until the next run
         if not ls.feats.pull_diagnostics or run_diags:
             ls.text_document_publish_diagnostics(
@@ -842,6 +883,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     # ---------------------------------------------------------- hover
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @notebooks.in_cells(notebooks.HOVER)
     async def hover(ls: PallasLanguageServer, params: types.HoverParams):
         await _admit()
         settings = ls.settings
@@ -926,6 +968,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, convert.FIX_ALL_KIND],
         resolve_provider=False))
+    @notebooks.in_cells(notebooks.CODE_ACTIONS)
     async def code_action(ls: PallasLanguageServer, params: types.CodeActionParams):
         await _admit()
         got = await ls.analysis_for(params.text_document.uri)
@@ -973,6 +1016,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     # ---------------------------------------------------------- inlay hints
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    @notebooks.in_cells(notebooks.INLAY_HINTS)
     async def inlay_hint(ls: PallasLanguageServer, params: types.InlayHintParams):
         await _admit()
         if not ls.settings.inlay_enable:
@@ -1021,7 +1065,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
     @server.feature(DOCUMENT_STATE)
     def document_state(ls: PallasLanguageServer, params):
         uri = getattr(params, "uri", None)
-        doc = ls.documents.get(uri) if uri else None
+        doc = (ls.documents.get(uri) or ls.notebooks.cell_document(uri)) if uri else None
         if doc is None:
             return None
         return {"uri": doc.uri, "version": doc.version, "text": doc.text,
@@ -1030,6 +1074,7 @@ def create_server(analyzer=None) -> PallasLanguageServer:
                 "api_docs": ls.api_docs.state, "jedi": ls.jedi.available}
 
     editor_features.register(server)
+    notebooks.register(server)
     return server
 
 
