@@ -11,8 +11,9 @@ replaced in the text handed to the parser by `(OPAQUE)`, a name nothing
 binds, so the interpreter sees an Unknown value (never a wrong one: no
 length, no items). Lines and the columns of everything outside the display
 stay where they were, so spans and `# noqa` are unaffected; the Source
-keeps the real text. Only text made of literal tokens (numbers, plain
-strings, True/False/None, brackets, commas, colons, whitespace) counts, so
+keeps the real text (a syntax error inside such a display goes unreported:
+the parser never sees it). Only text made of literals (numbers, plain strings,
+True/False/None, brackets, commas, colons, signs, whitespace) counts, so
 code is never hidden.
 """
 from __future__ import annotations
@@ -22,15 +23,19 @@ import re
 MIN_CHARS = 64_000  # a display shorter than this is parsed as it is
 OPAQUE = "__pallas_lsp_big_literal__"
 
-# One literal token, or a separator; a run of them is a candidate display.
-_TOKEN = (r"-?(?:\d[\w.]*(?:[eE][-+]?\d+)?|\.\d\w*)|'[^'\\\n]*'|\"[^\"\\\n]*\""
-          r"|(?:True|False|None)\b|[\s\[\](){},:]")
-_RUN = re.compile(r"[\[({](?:" + _TOKEN + r")*")
-# What a bracket run is made of, strings kept whole (a bracket in a string is text).
+# A candidate display: an opening bracket where an expression starts (after
+# `=`, `(`, `[`, `{`, `,`, `:`, `return` or at a line's start: not a call's
+# or a subscript's bracket), then a run of the characters literals are made
+# of. One character class, no alternation: the regex engine keeps no state
+# per character (an alternation of tokens kept about 600 bytes per token).
+_RUN = re.compile(r"(?:^|(?<=[=(\[{,:])|(?<=\breturn))[ \t]*(?:\\\n[ \t]*)?"
+                  r"([\[({][\w\s.,:'\"\[\](){}+-]*)", re.M)
 _PART = re.compile(r"[\[\](){}]|'[^'\\\n]*'|\"[^\"\\\n]*\"")
+_STRING = re.compile(r"'[^'\\\n]*'|\"[^\"\\\n]*\"")
+# A word that is not part of a number (`1e5`, `0xff`, `2j`, `1 .real`).
+_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
 _CLOSE = {"]": "[", ")": "(", "}": "{"}
-# A display, not a call or a subscript: what may come before its opening bracket.
-_BEFORE = set("=([{,:")
+_CONSTANTS = {"True", "False", "None"}
 
 
 def opaque_displays(text: str) -> str:
@@ -46,25 +51,32 @@ def opaque_displays(text: str) -> str:
         m = _RUN.search(text, pos)
         if m is None:
             break
-        start = m.start()
-        if m.end() - start < MIN_CHARS:
-            pos = m.end()  # nothing in a short run is long
-            continue
-        if not _display_at(text, start):
-            pos = start + 1  # a call's or subscript's bracket: a display may start after it
-            continue
-        end = _balanced_end(m.group())
+        start, run = m.start(1), m.group(1)
+        end = _balanced_end(run) if len(run) >= MIN_CHARS else None
         if end is None or end < MIN_CHARS:
+            # Nothing in a short run is long; a display that does not close in
+            # its run is not all literals, and its parts are left as they are.
             pos = m.end() if end is None else start + end
             continue
-        stop = start + end
+        display = run[:end]
+        pos = start + end
+        if not _constants_only(display):
+            continue
         out.append(text[done:start])
-        out.append(_placeholder(text[start:stop]))
-        done = pos = stop
+        out.append(_placeholder(display))
+        done = pos
     if not out:
         return text
     out.append(text[done:])
     return "".join(out)
+
+
+def _constants_only(display: str) -> bool:
+    """No names in it but True / False / None, and its strings closed."""
+    bare = _STRING.sub("0", display)
+    if "'" in bare or '"' in bare:
+        return False
+    return all(m.group() in _CONSTANTS for m in _NAME.finditer(bare))
 
 
 def _balanced_end(run: str) -> int | None:
@@ -81,19 +93,6 @@ def _balanced_end(run: str) -> int | None:
             if not stack:
                 return m.end()
     return None
-
-
-def _display_at(text: str, start: int) -> bool:
-    i = start - 1
-    while i >= 0 and text[i] in " \t\n\\":
-        i -= 1
-    if i < 0 or text[i] in _BEFORE:
-        return True
-    return text[max(0, i - 5):i + 1] == "return" and (i < 6 or not _word(text[i - 6]))
-
-
-def _word(c: str) -> bool:
-    return c.isalnum() or c == "_"
 
 
 def _placeholder(display: str) -> str:
