@@ -61,6 +61,9 @@ class FileCoverage:
     launches: list[LaunchSite] = field(default_factory=list)
     # Sites in other files this analysis reached: path -> {(line, col): (known, unknown args)}.
     foreign: dict = field(default_factory=dict)
+    # What the analysis' work budget did not follow (frames.Work), in words: kernels
+    # it cut make no claims about what they never do. Empty when nothing was cut.
+    budget: str = ""
 
 
 def arg_known(arg: Arg | None) -> bool:
@@ -117,7 +120,8 @@ def _api_name(node: ast.AST, scope: dict) -> str | None:
 
 
 def measure(src, interp, events: Events) -> FileCoverage:
-    cov = FileCoverage(path=interp.path, backend=interp.file_backend)
+    cov = FileCoverage(path=interp.path, backend=interp.file_backend,
+                       budget=interp.work.note() or interp.incomplete or "")
     status = _event_status(events)
     scope = interp.root.scope.vars
     funcs = _enclosing_functions(src.tree)

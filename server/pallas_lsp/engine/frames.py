@@ -25,8 +25,11 @@ MAX_STEPS = 400_000  # statements+expressions per file: bounds time on huge inpu
 # Unknown, what it was handed escapes and the kernel around it makes no
 # claims about what it never does. Cost stays bounded, verdicts stay right.
 MAX_DEPTH = 400  # helper calls nested in one another (a chain of helpers)
-MAX_CALLS = 40_000  # function activations run per analysis (memo hits are free)
-MAX_VARIANT_RUNS = 1_000  # launcher flag/optional-argument variants run per analysis
+# A def active this many times at once: recursion whose arguments keep
+# changing (`f(args[1:], acc + (x,))`), which could branch to the budget.
+MAX_RECURSION = 24
+MAX_CALLS = 15_000  # function activations run per analysis (memo hits are free)
+MAX_VARIANT_RUNS = 500  # launcher flag/optional-argument variants run per analysis
 
 
 class Budget(Exception):
@@ -58,24 +61,35 @@ class Work:
     """What an analysis has spent of its budget, and what it did not follow
     for want of it (`pallas-lsp coverage` shows why)."""
 
-    __slots__ = ("calls", "variants", "cut")
+    __slots__ = ("calls", "variants", "cut", "_active")
 
     def __init__(self):
         self.calls = 0
         self.variants = 0
+        self._active: dict[int, int] = {}  # id(def node) -> its activations running now
         self.cut: dict[int, tuple[str, str]] = {}  # id(def) -> (its name, why)
 
     def too_deep(self, depth: int) -> bool:
         return depth >= MAX_DEPTH
 
-    def enter(self) -> bool:
-        """Count one activation; False when the budget for calls is spent."""
+    def enter(self, node_id: int) -> str:
+        """Count one activation of a def; why it is not followed, if it is not
+        (then no `leave`). Also where a stale analysis stops (`stop_when`)."""
         self.calls += 1
         if not self.calls & 255:
             wanted = getattr(_stop, "wanted", None)
             if wanted is not None and wanted():
                 raise Stopped()
-        return self.calls <= MAX_CALLS
+        if self.calls > MAX_CALLS:
+            return MANY_CALLS
+        active = self._active.get(node_id, 0)
+        if active >= MAX_RECURSION:
+            return RECURSION
+        self._active[node_id] = active + 1
+        return ""
+
+    def leave(self, node_id: int) -> None:
+        self._active[node_id] -= 1
 
     def not_followed(self, node: ast.AST, why: str) -> None:
         self.cut.setdefault(id(node), (getattr(node, "name", "<lambda>"), why))
@@ -98,6 +112,8 @@ DEEP = (f"calls nested more than {MAX_DEPTH} deep are not followed (the analysis
         f"budget); a call at that depth counts as unknown")
 MANY_CALLS = (f"the analysis entered {MAX_CALLS:,} function calls (its work budget); later "
               f"calls count as unknown")
+RECURSION = (f"a function calling itself more than {MAX_RECURSION} deep with new arguments each "
+             f"time is not followed further (the analysis' work budget)")
 PYTHON_DEPTH = "code nested too deeply for the analysis to follow; this call counts as unknown"
 
 

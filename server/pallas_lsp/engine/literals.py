@@ -19,6 +19,7 @@ code is never hidden.
 from __future__ import annotations
 
 import re
+import threading
 
 MIN_CHARS = 64_000  # a display shorter than this is parsed as it is
 OPAQUE = "__pallas_lsp_big_literal__"
@@ -42,8 +43,25 @@ def opaque_displays(text: str) -> str:
     """`text` with its huge constant displays replaced (see the module
     docstring); `text` itself when it has none (the common case: one length
     test for a file shorter than MIN_CHARS)."""
-    if len(text) < MIN_CHARS:
+    if len(text) < MIN_CHARS or not _long_stretch(text):
         return text
+    with _lock:
+        hit = _recent.get(text)
+    if hit is None:
+        hit = _opaque(text)
+        with _lock:  # the server parses one text up to three times (analysis, project, lenses)
+            if len(_recent) >= 2:
+                _recent.pop(next(iter(_recent)))
+            _recent[text] = hit
+    return text if hit is _SAME else hit
+
+
+_recent: dict[str, str] = {}  # the last texts scanned -> their opaque text, or _SAME
+_lock = threading.Lock()
+_SAME = ""
+
+
+def _opaque(text: str) -> str:
     out: list[str] = []
     done = 0  # text[:done] is in `out`
     pos = 0
@@ -66,9 +84,17 @@ def opaque_displays(text: str) -> str:
         out.append(_placeholder(display))
         done = pos
     if not out:
-        return text
+        return _SAME
     out.append(text[done:])
     return "".join(out)
+
+
+def _long_stretch(text: str) -> bool:
+    """Has `text` MIN_CHARS in a row without `=` or `#`? A display of literals
+    has neither, and code has them every few lines: most big files are ruled
+    out by a split, in a few milliseconds, without the scan."""
+    return any(len(part) >= MIN_CHARS for chunk in text.split("=")
+               for part in (chunk.split("#") if len(chunk) >= MIN_CHARS else ()))
 
 
 def _constants_only(display: str) -> bool:

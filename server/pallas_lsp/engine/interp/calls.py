@@ -18,7 +18,7 @@ from pallas_lsp.engine.binding.pipeline import PipelineCallable, run_pipeline
 from pallas_lsp.engine.binding.shapes import shape_of
 from pallas_lsp.engine.binding.specs import SpecClass, SpecHolder, SpecInit
 from pallas_lsp.engine.events import Arg, DescOp
-from pallas_lsp.engine.frames import DEEP, MANY_CALLS, PYTHON_DEPTH, Frame, Scope
+from pallas_lsp.engine.frames import DEEP, PYTHON_DEPTH, Frame, Scope
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bound, Choice,
@@ -26,7 +26,6 @@ from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bou
                                       Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
                                       as_view, iter_of, join_all)
 from pallas_lsp.engine.values import declared
-
 
 
 class CallsMixin:
@@ -264,8 +263,9 @@ class CallsMixin:
         if key in self._active:  # recursion
             self.events.truncated.add(frame.kernel_id)
             return UNKNOWN
-        if not self.work.enter():
-            return self._not_followed(node, args, kwargs, kid, MANY_CALLS)
+        why = self.work.enter(id(node))
+        if why:
+            return self._not_followed(node, args, kwargs, kid, why)
         self._active.add(key)
         self._entered.add(id(node))
         if unknown_params:
@@ -288,6 +288,7 @@ class CallsMixin:
         except RecursionError:  # a net under MAX_DEPTH (frames.py): Python's own stack ran out
             result = self._not_followed(node, args, kwargs, kid, PYTHON_DEPTH)
         finally:
+            self.work.leave(id(node))
             self._active.discard(key)
             self.active_kernel = saved_kid
             self.active_site = saved_site

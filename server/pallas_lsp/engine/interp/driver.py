@@ -22,7 +22,7 @@ from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space
 from pallas_lsp.engine.values import Choice, Instance
 
 
-PYTHON_FRAMES_PER_CALL = 25
+PYTHON_FRAMES_PER_CALL = 25  # a chain of plain helpers nests 8; `if`, `with`, API bodies add more
 VARIANTS = (f"its flag variants were not all run: the analysis ran {MAX_VARIANT_RUNS:,} launcher "
             f"variants (its work budget)")
 
@@ -48,7 +48,10 @@ class DriverMixin:
     def run(self) -> None:
         old = sys.getrecursionlimit()
         # A helper call nests about ten Python frames (call, body, statement,
-        # expression...): room for MAX_DEPTH of them and the code around.
+        # expression...), more through decorators and API models: room for
+        # MAX_DEPTH of them and the code around. (Python 3.11+ keeps Python
+        # frames off the C stack; a RecursionError left over is one call not
+        # followed, see call_func.)
         sys.setrecursionlimit(max(old, PYTHON_FRAMES_PER_CALL * MAX_DEPTH + 4000))
         outer, scopes_made.scopes = getattr(scopes_made, "scopes", None), self._scopes
         try:
