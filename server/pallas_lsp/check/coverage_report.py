@@ -87,6 +87,7 @@ def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
     if output_format == "json":
         return json.dumps({
             "files": [{"path": str(p), "backend": cov.backend, "totals": t.to_json(),
+                       "budget": cov.budget,
                        "sites": [_placed(s.to_json(), doc) for s in cov.sites],
                        "launches": [_placed(launch.to_json(), doc) for launch in cov.launches]}
                       for p, cov, t, doc in files],
@@ -97,6 +98,8 @@ def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
     for path, cov, t, doc in files:
         lines.append(f"{path}: {t.known}/{t.sites} sites known ({_fmt(t.known, t.sites)}), "
                      f"DMA {t.dma_known}/{t.dma_sites}, kernels bound {t.bound}/{t.launches}")
+        if cov.budget:
+            lines.append(f"  {path}: work budget: {cov.budget}")
         for s in cov.sites:
             if s.backend != "tpu":
                 if verbose:
@@ -166,6 +169,8 @@ def _reason_class(reason: str) -> str:
         return "in a branch or loop of an analysed function that was not entered"
     if "could not tell" in reason:
         return "reached, but an argument's value was lost on the way (Unknown)"
+    if "work budget" in reason or "steps" in reason:
+        return "the analysis' work budget (see the file's line)"
     if "module-level" in reason:
         return "module-level code not reached"
     return reason or "unknown"

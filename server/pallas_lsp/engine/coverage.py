@@ -61,6 +61,9 @@ class FileCoverage:
     launches: list[LaunchSite] = field(default_factory=list)
     # Sites in other files this analysis reached: path -> {(line, col): (known, unknown args)}.
     foreign: dict = field(default_factory=dict)
+    # What the analysis' work budget did not follow (frames.Work), in words: kernels
+    # it cut make no claims about what they never do. Empty when nothing was cut.
+    budget: str = ""
 
 
 def arg_known(arg: Arg | None) -> bool:
@@ -117,7 +120,8 @@ def _api_name(node: ast.AST, scope: dict) -> str | None:
 
 
 def measure(src, interp, events: Events) -> FileCoverage:
-    cov = FileCoverage(path=interp.path, backend=interp.file_backend)
+    cov = FileCoverage(path=interp.path, backend=interp.file_backend,
+                       budget=interp.work.note() or interp.incomplete or "")
     status = _event_status(events)
     scope = interp.root.scope.vars
     funcs = _enclosing_functions(src.tree)
@@ -149,7 +153,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
         else:
             known, unknown, _, launched = hit
             site = Site(kind, t, span.line, span.col, True, known, unknown,
-                        ("" if launched else _NO_LAUNCH) if known else
+                        ("" if launched else _NO_LAUNCH + _budget(interp)) if known else
                         "the engine reached it but could not tell what "
                         + ", ".join(f"`{r}`" for r in unknown) + " is", launched)
         if not site.known and gpu_kernels:
@@ -209,13 +213,23 @@ def _enclosing_functions(tree: ast.AST) -> dict[int, ast.AST]:
     return out
 
 
+def _budget(interp) -> str:
+    """Why the analysis may have missed a launch reaching a site: its work
+    budget (frames.Work, the step limit), in words; empty when it was not spent."""
+    note = interp.work.note() or interp.incomplete or ""
+    return f"; {note}" if note else ""
+
+
 def _why_unreached(node, funcs, interp) -> str:
     func = funcs.get(id(node))
     if func is None:
-        return "module-level code the engine did not reach"
+        return "module-level code the engine did not reach" + _budget(interp)
     name = getattr(func, "name", "<lambda>")
+    cut = interp.work.cut.get(id(func))
+    if cut is not None:
+        return f"`{name}` was not followed: {cut[1]}"
     if id(func) not in interp._entered or id(func) in interp._unknown_run:
-        return f"no kernel launch the engine can follow reaches `{name}`"
+        return f"no kernel launch the engine can follow reaches `{name}`" + _budget(interp)
     return f"`{name}` was analysed, but this call was not reached (a branch or loop the " \
            f"engine did not enter)"
 

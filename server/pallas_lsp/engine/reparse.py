@@ -14,6 +14,7 @@ import ast
 import threading
 from collections import OrderedDict
 
+from pallas_lsp.engine.literals import opaque_displays
 from pallas_lsp.engine.source import Source, normalize, parse
 
 MAX_FILES = 8  # documents remembered (the ones being edited)
@@ -73,7 +74,7 @@ def _reparse(previous: Source, text: str) -> Source | None:
     last = _start(body[j + 1]) - 1 if j + 1 < len(body) else len(lines)
     chunk = "\n" * (first - 1) + "\n".join(lines[first - 1:last])
     try:
-        tree = ast.parse(chunk)
+        tree = ast.parse(opaque_displays(chunk))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     module = ast.Module(body=body[:i] + tree.body + body[j + 1:], type_ignores=[])

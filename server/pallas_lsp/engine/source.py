@@ -7,6 +7,7 @@ import re
 import sys
 from dataclasses import field
 
+from pallas_lsp.engine.literals import opaque_displays
 from pallas_lsp.engine.model import Span
 from pallas_lsp.engine.records import record
 
@@ -62,9 +63,11 @@ def parse(text: str) -> Source:
     the rest parse, so unaffected functions are still analysed."""
     text = normalize(text)
     lines = text.split("\n")
-    work = list(lines)
+    # Megabytes of constant data are parsed as an opaque name (literals.py).
+    parsed = opaque_displays(text)
+    work = list(lines) if parsed is text else parsed.split("\n")
     try:
-        return Source(text, lines, ast.parse(text))
+        return Source(text, lines, ast.parse(parsed))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
     if sys.version_info < (3, 12):
@@ -100,7 +103,7 @@ def parses(text: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to print
-            symtable.symtable(text, "<check>", "exec")
+            symtable.symtable(opaque_displays(text), "<check>", "exec")
         return True
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False

@@ -18,6 +18,7 @@ that does the DMAs, and only the outer call binds the Refs."""
 from __future__ import annotations
 
 import ast
+import re
 
 from pallas_lsp.engine import syntax
 from pallas_lsp.engine.relevance import any_between
@@ -58,6 +59,8 @@ class KernelCode:
         self.lines = lines
         self._hits: list[int] | None = None  # lines with a DMA or semaphore call, when needed
         self._memo: dict[int, bool] = {}
+        self._by_name: dict[str, list[tuple[int, ast.AST]]] | None = None  # name -> defs
+        self._depth = 0  # is_kernel calls under way (a chain of helpers nests them)
 
     @property
     def hits(self) -> list[int]:
@@ -78,12 +81,18 @@ class KernelCode:
         key = id(node)
         if key in self._memo:
             return self._memo[key]
+        if self._depth >= _MAX_NESTING:
+            return False  # not known to be kernel code: not run as such (no finding lost wrongly)
         self._memo[key] = False  # while deciding (a def that calls itself)
         first, last = node.lineno - 1, getattr(node, "end_lineno", node.lineno) - 1
-        found = any_between(self.hits, first, last) and _calls(node, _REF_POSITIONS.keys())
-        if not found:
-            names = self._kernel_names_in(node, first, last)
-            found = bool(names) and _calls(node, names)
+        self._depth += 1
+        try:
+            found = any_between(self.hits, first, last) and _calls(node, _REF_POSITIONS.keys())
+            if not found:
+                names = self._kernel_names_in(node, first, last)
+                found = bool(names) and _calls(node, names)
+        finally:
+            self._depth -= 1
         self._memo[key] = found
         return found
 
@@ -91,12 +100,25 @@ class KernelCode:
         """Names of the file's kernel-code defs (outside `node`) that `node`
         calls, by its text: `name(`."""
         text = "\n".join(self.lines[first:last + 1])
+        if self._by_name is None:
+            self._by_name = {}
+            for i, d in enumerate(self.defs):
+                self._by_name.setdefault(d.name, []).append((i, d))
+        # The defs whose `name(` is in the text: each word before a `(` and
+        # its tails (`xname(` holds `name(`), looked up by name. Scanning every
+        # def of the file per def was quadratic in a file of many helpers.
+        by_name = self._by_name
+        named = [d for word in _CALLED.findall(text) for k in range(len(word))
+                 for d in by_name.get(word[k:], ())]
         out: set[str] = set()
-        for d in self.defs:
-            if d.name not in out and f"{d.name}(" in text \
-                    and not (first <= d.lineno - 1 <= last) and self.is_kernel(d):
+        for _, d in sorted(set(named), key=lambda x: x[0]):  # in the file's order, as before
+            if d.name not in out and not (first <= d.lineno - 1 <= last) and self.is_kernel(d):
                 out.add(d.name)
         return out
+
+
+_CALLED = re.compile(r"(\w+)\(")
+_MAX_NESTING = 1_000  # defs calling defs, followed to decide which are kernel code
 
 
 def _calls(func: ast.AST, names) -> bool:

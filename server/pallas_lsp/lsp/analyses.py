@@ -21,6 +21,7 @@ import time
 from typing import Callable
 
 from pallas_lsp.engine import analyze as engine_analyze
+from pallas_lsp.engine.frames import Stopped, stop_when
 from pallas_lsp.engine.model import Analysis
 from pallas_lsp.lsp import limits
 from pallas_lsp.lsp.documents import Snapshot
@@ -30,6 +31,7 @@ from pallas_lsp.lsp.worker import Superseded, Worker
 log = logging.getLogger(__name__)
 
 SETTLE_AFTER_S = 0.03  # after the publish that waits for this analysis
+ANALYSIS_LANES = 3  # analyses that may run side by side (threads; the GIL shares them out)
 
 
 def _settle(analysis: Analysis, replaced: Analysis | None) -> None:
@@ -60,7 +62,9 @@ class AnalysisService:
     def __init__(self, analyzer: Analyzer | None = None):
         self.analyzer = analyzer or analyzer_from_env()
         self.workspace = None  # workspace.WorkspaceIndex: the project's other files
-        self._worker = Worker("pallas-analysis")
+        # Lanes: a file whose analysis takes seconds holds one; the others'
+        # analyses (and hovers waiting for them) go on in the next.
+        self._worker = Worker("pallas-analysis", lanes=ANALYSIS_LANES)
         self._cache: dict[str, tuple[int | None, str, Analysis]] = {}
         self._inflight: dict[tuple[str, int | None], tuple[str, asyncio.Future]] = {}
         self._notices: dict[str, tuple[int | None, str, tuple[Notice, ...]]] = {}
@@ -83,8 +87,17 @@ class AnalysisService:
             log.exception("analysis of %s failed", path)
             return Analysis(path=path, internal_error=f"{type(exc).__name__}: {exc}")
 
-    def _run(self, text: str, path: str | None) -> tuple[Analysis, tuple[Notice, ...]]:
-        """Analyse what can be analysed of `text`, and say what could not."""
+    def _run(self, text: str, path: str | None,
+             stale: Callable[[], bool] | None = None) -> tuple[Analysis, tuple[Notice, ...]]:
+        """Analyse what can be analysed of `text`, and say what could not. An
+        analysis whose version is replaced meanwhile (`stale`) stops early."""
+        try:
+            with stop_when(stale):
+                return self._run_now(text, path)
+        except Stopped:
+            raise Superseded() from None
+
+    def _run_now(self, text: str, path: str | None) -> tuple[Analysis, tuple[Notice, ...]]:
         if self._delay:
             time.sleep(self._delay)
         self.runs += 1
@@ -135,8 +148,9 @@ class AnalysisService:
         key = (snap.uri, snap.version)
         running = self._inflight.get(key)
         if running is None or running[0] != snap.text:
-            job = self._worker.submit(self._run, snap.text, snap.path, key=snap.uri,
-                                      stale=lambda: not self.is_current(snap))
+            stale = lambda: not self.is_current(snap)  # noqa: E731
+            job = self._worker.submit(self._run, snap.text, snap.path, stale, key=snap.uri,
+                                      stale=stale)
             fut = asyncio.wrap_future(job)
             running = (snap.text, fut)
             self._inflight[key] = running

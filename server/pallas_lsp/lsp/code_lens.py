@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
+from pallas_lsp.engine.literals import opaque_displays
 from pallas_lsp.lsp.positions import LineIndex
 
 RUN_COMMAND = "pallas-lsp.run"
@@ -97,7 +98,7 @@ def _code_point_col(index: LineIndex, line: int, byte_col: int) -> int:
 def find_sites(text: str, path: str, index: LineIndex | None = None) -> list[LensSite]:
     """Where lenses go in `text` (the file at `path`). Never raises."""
     try:
-        tree = ast.parse(text)
+        tree = ast.parse(opaque_displays(text))  # no megabytes of data as nodes
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     try:

@@ -1,9 +1,12 @@
-"""A single daemon thread that runs submitted callables in order.
+"""Daemon threads ("lanes") that run submitted callables in order.
 
-Analysis and jedi each get one: the event loop stays free to read messages
-(and cancellations) while they work, jedi (not thread-safe) is only touched
-from its own thread, and a slow job never keeps the process alive at exit
-(concurrent.futures' pools are joined at interpreter exit; these are not).
+Analysis and jedi each get a worker: the event loop stays free to read
+messages (and cancellations) while they work, jedi (not thread-safe) is only
+touched from its single lane, and a slow job never keeps the process alive at
+exit (concurrent.futures' pools are joined at interpreter exit; these are
+not). With several lanes a job waits only for a free lane, not for the jobs
+before it: one file's long analysis does not hold up another file's; jobs of
+one key (document) still run one at a time, in order.
 
 Jobs may carry a `key` (the document): a new job with the same key replaces
 the one still waiting, in its place in the queue, and the replaced job's
@@ -34,18 +37,23 @@ class _Job:
 
 
 class Worker:
-    def __init__(self, name: str):
+    def __init__(self, name: str, lanes: int = 1):
         self.name = name
+        self.lanes = max(1, lanes)
         self._queue: collections.deque[_Job] = collections.deque()
         self._keyed: dict[Hashable, _Job] = {}  # waiting jobs by key
+        self._running: set[Hashable] = set()  # keys of the jobs running now
+        self._busy = 0  # jobs running now, keyed or not
         self._ready = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.superseded = 0  # jobs dropped without running (tests, benchmarks)
 
     def _ensure_started(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-            self._thread.start()
+        while len(self._threads) < self.lanes:
+            name = self.name if not self._threads else f"{self.name}-{len(self._threads) + 1}"
+            thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: Hashable | None = None,
                stale: Callable[[], bool] | None = None) -> Future:
@@ -62,7 +70,7 @@ class Worker:
                 self._queue.append(job)
                 if key is not None:
                     self._keyed[key] = job
-                self._ready.notify()
+                self._ready.notify_all()
         if dropped is not None:
             self._drop(dropped)
         return fut
@@ -76,16 +84,41 @@ class Worker:
         with self._ready:
             return len(self._queue)
 
+    def quiet(self) -> bool:
+        """Nothing waiting and nothing running (tests, benchmarks)."""
+        with self._ready:
+            return not self._queue and not self._busy
+
+    def _take(self) -> _Job | None:
+        """The first waiting job whose key is not running (under the lock)."""
+        for i, job in enumerate(self._queue):
+            if job.key is None or job.key not in self._running:
+                del self._queue[i]
+                if job.key is not None:
+                    if self._keyed.get(job.key) is job:
+                        del self._keyed[job.key]
+                    self._running.add(job.key)
+                self._busy += 1
+                return job
+        return None
+
     def _run(self) -> None:
         while True:
             with self._ready:
-                while not self._queue:
+                job = self._take()
+                while job is None:
                     self._ready.wait()
-                job = self._queue.popleft()
-                if job.key is not None and self._keyed.get(job.key) is job:
-                    del self._keyed[job.key]
-            self._execute(job)
-            del job  # nothing of a finished job stays alive while the worker waits
+                    job = self._take()
+            key = job.key
+            try:
+                self._execute(job)
+            finally:
+                del job  # nothing of a finished job stays alive while the worker waits
+                with self._ready:
+                    self._busy -= 1
+                    if key is not None:
+                        self._running.discard(key)
+                        self._ready.notify_all()  # a job of this key may wait
 
     def _execute(self, job: _Job) -> None:
         fut, fn, args, stale = job.fut, job.fn, job.args, job.stale

@@ -1,7 +1,6 @@
 """The abstract interpreter (see interpreter.py): `Interpreter` and the
 names other modules and tests import from `pallas_lsp.engine.interp`."""
-from pallas_lsp.engine.frames import MAX_STEPS, Budget, Frame, Module, Scope
-from pallas_lsp.engine.interp.calls import MAX_DEPTH
+from pallas_lsp.engine.frames import MAX_DEPTH, MAX_STEPS, Budget, Frame, Module, Scope
 from pallas_lsp.engine.interp.imports import LIBRARY_ROOTS, MAX_MODULES
 from pallas_lsp.engine.interp.interpreter import Interpreter
 from pallas_lsp.engine.interp.statements import MAX_LOOP_UNROLL_DEPTH, MAX_UNROLL

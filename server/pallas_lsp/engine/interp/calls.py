@@ -18,7 +18,7 @@ from pallas_lsp.engine.binding.pipeline import PipelineCallable, run_pipeline
 from pallas_lsp.engine.binding.shapes import shape_of
 from pallas_lsp.engine.binding.specs import SpecClass, SpecHolder, SpecInit
 from pallas_lsp.engine.events import Arg, DescOp
-from pallas_lsp.engine.frames import Frame, Scope
+from pallas_lsp.engine.frames import DEEP, PYTHON_DEPTH, Frame, Scope
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bound, Choice,
@@ -26,8 +26,6 @@ from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bou
                                       Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
                                       as_view, iter_of, join_all)
 from pallas_lsp.engine.values import declared
-
-MAX_DEPTH = 24  # nested helper calls followed from one kernel
 
 
 class CallsMixin:
@@ -234,13 +232,8 @@ class CallsMixin:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return UNKNOWN
         in_kernel = frame.kernel if kernel is None else kernel
-        if frame.depth >= MAX_DEPTH:
-            for v in args:
-                self.escape(v)
-            # Part of this kernel is not seen: claims about what it never
-            # does (start, wait, use) cannot be made.
-            self.events.truncated.add(frame.kernel_id)
-            return UNKNOWN
+        if self.work.too_deep(frame.depth):
+            return self._not_followed(node, args, kwargs, frame.kernel_id, DEEP)
         args = list(func.bound_args) + list(args)
         kwargs = {**dict(func.bound_kwargs), **kwargs}
         if not unknown_params and pyops.wrong_arity(node, args, kwargs):
@@ -258,7 +251,11 @@ class CallsMixin:
         mod = scope_parent.module or self.root
         # Code in another file remembers the call here that led to it.
         site = None if mod is self.root else (frame.site or call_node or self._root_stmt)
-        key = (id(node), in_kernel, kid, unknown_params, pyops.args_key(args, kwargs),
+        # Kernel code run without a launch (standalone.py) makes no protocol
+        # claims: its runs share helper results, so a chain run from each
+        # of its links costs one pass, not one per link.
+        key = (id(node), in_kernel, kid if kid not in self.events.standalone else -2,
+               unknown_params, pyops.args_key(args, kwargs),
                id(func.scope), id(site) if site is not None else 0,
                tuple((k, v.value) for k, v in self.pins.items()) if self.pins else ())
         if key in self._memo:
@@ -266,6 +263,9 @@ class CallsMixin:
         if key in self._active:  # recursion
             self.events.truncated.add(frame.kernel_id)
             return UNKNOWN
+        why = self.work.enter(id(node))
+        if why:
+            return self._not_followed(node, args, kwargs, kid, why)
         self._active.add(key)
         self._entered.add(id(node))
         if unknown_params:
@@ -285,12 +285,26 @@ class CallsMixin:
                 if inner.yields is not None:
                     elem = self.join_values(inner.yields)
                     result = SeqOf(elem=elem) if elem is not UNKNOWN else UNKNOWN
+        except RecursionError:  # a net under MAX_DEPTH (frames.py): Python's own stack ran out
+            result = self._not_followed(node, args, kwargs, kid, PYTHON_DEPTH)
         finally:
+            self.work.leave(id(node))
             self._active.discard(key)
             self.active_kernel = saved_kid
             self.active_site = saved_site
         self._memo[key] = result
         return result
+
+    def _not_followed(self, node, args: list[Value], kwargs: dict[str, Value], kid: int,
+                      why: str) -> Value:
+        """A call the work budget does not follow: its result is unknown, what
+        it was handed escapes, and part of the kernel is unseen, so no claims
+        about what it never does (start, wait, use) are made."""
+        for v in list(args) + list(kwargs.values()):
+            self.escape(v)
+        self.events.truncated.add(kid)
+        self.work.not_followed(node, why)
+        return UNKNOWN
 
     def bind_params(self, node, args: list[Value], kwargs: dict[str, Value], frame: Frame,
                     unknown_params: bool, origins: dict) -> None:

@@ -16,9 +16,15 @@ from pallas_lsp.engine import buffered, flow, pyops, relevance, standalone, vari
 from pallas_lsp.engine.binding.kernel import run_pl_kernel
 from pallas_lsp.engine.binding.pallas_call import run_kernel
 from pallas_lsp.engine.binding.pipeline import run_pipeline
-from pallas_lsp.engine.frames import MAX_STEPS, Budget, Frame, Scope, scopes_made
+from pallas_lsp.engine.frames import (MAX_DEPTH, MAX_STEPS, MAX_VARIANT_RUNS, Budget, Frame, Scope,
+                                     scopes_made)
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space
 from pallas_lsp.engine.values import Choice, Instance
+
+
+PYTHON_FRAMES_PER_CALL = 25  # a chain of plain helpers nests 8; `if`, `with`, API bodies add more
+VARIANTS = (f"its flag variants were not all run: the analysis ran {MAX_VARIANT_RUNS:,} launcher "
+            f"variants (its work budget)")
 
 
 class DriverMixin:
@@ -41,7 +47,12 @@ class DriverMixin:
 
     def run(self) -> None:
         old = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(old, 6000))
+        # A helper call nests about ten Python frames (call, body, statement,
+        # expression...), more through decorators and API models: room for
+        # MAX_DEPTH of them and the code around. (Python 3.11+ keeps Python
+        # frames off the C stack; a RecursionError left over is one call not
+        # followed, see call_func.)
+        sys.setrecursionlimit(max(old, PYTHON_FRAMES_PER_CALL * MAX_DEPTH + 4000))
         outer, scopes_made.scopes = getattr(scopes_made, "scopes", None), self._scopes
         try:
             frame = Frame(self.module_scope, kernel=False, mod=self.root)
@@ -106,6 +117,9 @@ class DriverMixin:
                 runs += [({}, pins) for pins in variants.local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if runs else {}
                 for n, (fixed, pins) in enumerate(runs, start=1):
+                    if not self.work.variant():
+                        self.work.not_followed(node, VARIANTS)
+                        break
                     fixed = {**defaults, **fixed}
                     self.variant = (id(node), n)
                     self.pins = pins

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import backend, standalone, syntax
 from pallas_lsp.engine.events import Events
-from pallas_lsp.engine.frames import MAX_STEPS, Budget, Frame, Module, Scope, real_path
+from pallas_lsp.engine.frames import MAX_STEPS, Budget, Frame, Module, Scope, Work, real_path
 from pallas_lsp.engine.interp.calls import CallsMixin
 from pallas_lsp.engine.interp.classes import DefinitionsMixin
 from pallas_lsp.engine.interp.driver import DriverMixin
@@ -75,6 +75,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self._builders: set[int] = set()
         self._straight: dict[int, bool] = {}  # For node -> no break/continue/return in it
         self._steps = 0
+        self.work = Work()  # calls entered, variants run, what was not followed (frames.py)
         self._bool_truth: dict[int, bool] = {}  # BoolOp node -> its truth on every path
         self.pending: list = []  # pallas_call results whose kernel waits for call args
         self.pending_pipelines: list = []  # emit_pipeline results (run when called)

@@ -14,10 +14,21 @@ from pallas_lsp.engine.model import Const, Seq, Value
 from pallas_lsp.engine.values import UNKNOWN, Iter, Partial, SeqOf, join_all
 
 
+# A display of more constants than this is data (the huge ones never reach the
+# parser: literals.py): evaluating it would cost a step and a value per item.
+MAX_DATA_ITEMS = 4_096
+
+
+def _all_constants(nodes: list) -> bool:
+    return all(type(n) is ast.Constant for n in nodes)
+
+
 class SequencesMixin:
     """Lists, tuples, dicts, comprehensions and iteration."""
 
     def expr_Tuple(self, node, frame: Frame) -> Value:
+        if len(node.elts) > MAX_DATA_ITEMS and _all_constants(node.elts):
+            return UNKNOWN  # a table of data: no rule reads it item by item
         items: list[Value] = []
         # `[a, *weights, *biases, b]` with lists of unknown length inside:
         # the items before the first and after the last are still known.
@@ -54,6 +65,9 @@ class SequencesMixin:
     expr_List = expr_Tuple
 
     def expr_Dict(self, node: ast.Dict, frame: Frame) -> Value:
+        if len(node.values) > MAX_DATA_ITEMS and _all_constants(node.values) \
+                and _all_constants(node.keys):
+            return UNKNOWN
         entries: dict = {}  # a later key replaces an earlier one, as in Python
         for k, v in zip(node.keys, node.values):
             kv = self.eval(k, frame) if k is not None else None
