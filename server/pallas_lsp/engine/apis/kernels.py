@@ -17,7 +17,7 @@ from pallas_lsp.engine.binding.pipeline import emit_pipeline
 from pallas_lsp.engine.binding.scratch import run_scoped
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Array, Func, Seq, Value
-from pallas_lsp.engine.values import UNKNOWN, Instance, ShapeDtype, StarUnknown, is_record
+from pallas_lsp.engine.values import UNKNOWN, Choice, Instance, ShapeDtype, StarUnknown, is_record
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -36,6 +36,10 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
             for one in body.value.items:
                 pl_kernel(host, one, kwargs, frame, node)
             return UNKNOWN
+        if body is not None and isinstance(body.value, Choice):
+            # `pl.kernel(body_a if c else body_b, ...)`: each body, bound alike.
+            return KernelDecorator(kwargs=tuple(kwargs.items())).apply(host, body.value, node,
+                                                                       frame)
         if body is None or not isinstance(body.value, Func):
             return KernelDecorator(kwargs=tuple(kwargs.items()))
         return pl_kernel(host, body.value, kwargs, frame, node)
