@@ -549,3 +549,19 @@ class LocalBase:
         path.write_text(text)
         a = analyze(text, str(path), project=Project([str(tmp_path)]), coverage=True)
         assert [f.code for f in a.findings if f.span.line == _marked(test)[0][0]] == expect
+
+
+def test_code_a_test_expects_to_raise_is_not_judged():
+    """`with self.assertRaises(...)`: the launch inside is there to fail."""
+    text = _buggy(UNSEEN_BASE, "BUG").replace(
+        "    y = self.pallas_call(", "    with self.assertRaisesRegex(ValueError, 'semaphore'):\n"
+        "      y = self.pallas_call(").replace(
+        "    self.assertEqual(y.shape, x.shape)\n", "")
+    lines = text.split("\n")
+    i = next(i for i, line in enumerate(lines) if "      y = self.pallas_call(" in line)
+    lines[i + 1] = "  " + lines[i + 1]  # the call's continuation line
+    text = "\n".join(lines)
+    line = _marked(UNSEEN_BASE)[0][0]
+    assert not [c for c, ln in _codes(_analyse(text)) if ln == line]
+    # Outside the block, the same bug is reported.
+    assert ("PAL103", line) in _codes(_analyse(_buggy(UNSEEN_BASE, "BUG")))

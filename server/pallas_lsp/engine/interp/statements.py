@@ -206,6 +206,10 @@ class StatementsMixin:
             self.stmt_Raise(node, frame)
 
     def stmt_With(self, node: ast.With, frame: Frame) -> None:
+        if any(_expects_error(item.context_expr) for item in node.items):
+            # A test showing that this code raises (`self.assertRaises(...)`,
+            # `pytest.raises(...)`): its mistake is the point, not a finding.
+            return
         for item in node.items:
             v = self.eval(item.context_expr, frame)
             if item.optional_vars is not None:
@@ -337,3 +341,14 @@ class StatementsMixin:
 
 def _imports_in(body: list[ast.stmt]) -> bool:
     return any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+
+
+# Context managers of test frameworks that expect their block to raise.
+_EXPECT_RAISE = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp",
+                           "assertRaisesWithLiteralMatch", "raises"})
+
+
+def _expects_error(expr: ast.expr) -> bool:
+    """`self.assertRaises*(...)`, `pytest.raises(...)`."""
+    f = expr.func if isinstance(expr, ast.Call) else None
+    return isinstance(f, ast.Attribute) and f.attr in _EXPECT_RAISE
