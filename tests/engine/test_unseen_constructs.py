@@ -162,6 +162,34 @@ def run(x):
   return launch(kernel, x)
 '''
 
+# The functional NamedTuple form, and a pipeline class with an abstract base.
+FUNCTIONAL_RECORDS = HEAD.replace("import dataclasses\n", "import abc\nimport collections\n"
+                                  "import dataclasses\n") + '''
+Pair = collections.namedtuple("Pair", "src dst")
+Slot = NamedTuple("Slot", [("sem", jax.Array), ("index", int)])
+
+
+class Step(abc.ABC):
+  @abc.abstractmethod
+  def run(self, pair, slot): ...
+
+
+class CopyStep(Step, metaclass=abc.ABCMeta):
+  def run(self, pair, slot):
+    cp = pltpu.make_async_copy(pair.src.at[slot.index], pair.dst.at[slot.index],
+                               slot.sem.at[slot.index])  # BUG PAL103
+    cp.start()
+    cp.wait()
+
+
+def kernel(x_ref, o_ref, sems):
+  CopyStep().run(Pair(x_ref, o_ref), Slot(sems, 1))
+
+
+def run(x):
+  return launch(kernel, x)
+'''
+
 # The kernel is a method; its state is set in a method other than __init__.
 METHOD_KERNEL_STATE = HEAD + '''
 
@@ -363,6 +391,7 @@ PROGRAMS = {
     "dataclass_state": DATACLASS_STATE,
     "flax_struct_state": FLAX_STRUCT_STATE,
     "namedtuple_state": NAMEDTUPLE_STATE,
+    "functional_records": FUNCTIONAL_RECORDS,
     "method_kernel_state": METHOD_KERNEL_STATE,
     "kernel_bodies": KERNEL_BODIES,
     "kernel_factories": KERNEL_FACTORIES,
@@ -386,6 +415,7 @@ def _buggy(text: str, marker: str) -> str:
     lines = text.split("\n")
     i = next(i for i, line in enumerate(lines) if line.rstrip().endswith(f"# {marker} PAL103"))
     for whole in ("self.sem_recvs.at[slot]", "self.sems.at[slot]", "s.sem.at[slot]",
+                  "slot.sem.at[slot.index]",
                   "sems.at[0]", "sems.at[1]"):
         if whole in lines[i]:
             lines[i] = lines[i].replace(whole, whole.split(".at[")[0])

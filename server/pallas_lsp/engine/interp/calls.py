@@ -131,6 +131,8 @@ class CallsMixin:
 
     def call(self, func: Value, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
              frame: Frame) -> Value:
+        if isinstance(func, Api) and func.name in _NAMEDTUPLES and len(args) == 2:
+            return self.namedtuple_class(args[0].value, args[1].value, frame)
         if isinstance(func, Api):
             if func.name.startswith(("pl.", "pltpu.")) and (frame.mod is None
                                                             or frame.mod is self.root):
@@ -486,6 +488,9 @@ class CallsMixin:
         return apis.call(self, name, args, kwargs, node, frame)
 
 
+# The functional forms of NamedTuple classes.
+_NAMEDTUPLES = frozenset({"collections.namedtuple", "namedtuple", "typing.NamedTuple",
+                          "NamedTuple"})
 # Values `escape` has nothing to do for (checked by exact type: the fast path).
 _INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, SliceVal,
                     GridSpec, ModuleRef, Imported, type(None)})

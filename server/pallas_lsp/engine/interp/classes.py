@@ -71,7 +71,8 @@ class DefinitionsMixin:
             for b in opaque)
         # The name of a class with unknown decorators (or a metaclass) is
         # unknown, but its methods still run with an instance of it as `self`.
-        hidden = bool(node.keywords) or bool(decorators and not record)
+        hidden = any(not _harmless_metaclass(k) for k in node.keywords) \
+            or bool(decorators and not record)
         if not (plain or namedtuple or open_):
             frame.scope.vars[node.name] = UNKNOWN
             return
@@ -157,6 +158,29 @@ class DefinitionsMixin:
                 if isinstance(n, ast.Name):  # anything fancier: unknown
                     body_scope.vars[n.id] = attrs[n.id] = UNKNOWN
 
+    def namedtuple_class(self, name: Value, fields: Value, frame: Frame) -> Value:
+        """`collections.namedtuple("Bufs", ["src", "dst"])` (also a "src dst"
+        string) and `typing.NamedTuple("Bufs", [("src", T), ...])`: a record
+        class with those fields; Unknown when the fields are not all known."""
+        names: list = []
+        if isinstance(fields, Const) and isinstance(fields.value, str):
+            names = fields.value.replace(",", " ").split()
+        elif isinstance(fields, Seq):
+            for item in fields.items:
+                if isinstance(item, Seq) and len(item.items) == 2:
+                    item = item.items[0]
+                if not (isinstance(item, Const) and isinstance(item.value, str)):
+                    return UNKNOWN
+                names.append(item.value)
+        if not names or not (isinstance(name, Const) and isinstance(name.value, str)) \
+                or not all(n.isidentifier() for n in names):
+            return UNKNOWN
+        node = ast.ClassDef(name=name.value, bases=[], keywords=[], body=[], decorator_list=[])
+        cls = ClassVal(node, frame.scope, {}, tuple(names), True)
+        object.__setattr__(cls, "class_attrs", {})
+        object.__setattr__(cls, "parents", ())
+        return cls
+
     def _enum_class(self, node: ast.ClassDef, frame: Frame) -> None:
         """An Enum: its members are constants (flags like `weight_format ==
         Format.FP4` then decide branches); the rest of the class is opaque."""
@@ -217,6 +241,13 @@ class DefinitionsMixin:
             return self.call_func(Func(node=node, scope=scope, bound_args=(obj,)), [], {},
                                   self._property_frame)
         return Func(node=node, scope=scope, bound_args=(obj,))
+
+
+def _harmless_metaclass(keyword: ast.keyword) -> bool:
+    """`metaclass=abc.ABCMeta`: construction and attributes as without it."""
+    v = keyword.value
+    name = v.attr if isinstance(v, ast.Attribute) else getattr(v, "id", "")
+    return keyword.arg == "metaclass" and name == "ABCMeta"
 
 
 def _dataclass_maker(value: Value) -> bool:
