@@ -253,6 +253,34 @@ def run_one_core(x):
                    scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
 
 
+def run_positional_out_type(x):
+  mesh = pltpu.create_tensorcore_mesh("core")
+  return pl.kernel(copy_halves, OUT1, mesh=mesh,
+                   scratch_types=[pltpu.SemaphoreType.DMA((2,))])(x)
+
+
+def run_core_map(x_hbm, o_hbm, whole):
+  def by_rows(sems):
+    cp = pltpu.make_async_copy(x_hbm.at[0], o_hbm.at[0], sems.at[1])  # BUG2 PAL103
+    cp.start()
+    cp.wait()
+
+  def at_once(sems):
+    cp = pltpu.make_async_copy(x_hbm, o_hbm, sems.at[0])
+    cp.start()
+    cp.wait()
+
+  pl.core_map(pltpu.create_tensorcore_mesh("core"),
+              scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(at_once if whole else by_rows)
+
+
+def run_state_core_map(x, whole):
+  def stateful(refs):
+    x_hbm, o_hbm = refs
+    run_core_map(x_hbm, o_hbm, whole)
+  return pl.run_state(stateful)((x, jnp.zeros_like(x)))
+
+
 @functools.partial(pl.kernel, out_shape=OUT1, mesh=pltpu.create_tensorcore_mesh("core"),
                    scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
 def partial_kernel(x_ref, o_ref, sems):

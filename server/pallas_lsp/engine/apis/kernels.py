@@ -29,6 +29,8 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
     if t == "pallas_call":
         return pallas_call(host, args, kwargs, node, frame)
     if t == "kernel":
+        if len(args) > 1 and "out_type" not in kwargs and "out_shape" not in kwargs:
+            kwargs = {**kwargs, "out_type": args[1]}  # `pl.kernel(body, out_type, mesh=...)`
         body = callable_kernel(host, pick(args, kwargs, 0, "body"))
         if body is not None and isinstance(body.value, Seq) and body.value.items \
                 and all(isinstance(b, Func) for b in body.value.items):

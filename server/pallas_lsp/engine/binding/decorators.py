@@ -141,6 +141,11 @@ class CoreMapDecorator(Decorator):
     def apply(self, host, func, node, frame):
         if isinstance(func, Func):
             return core_map(host, func, list(self.args), dict(self.kwargs), frame, node)
+        if isinstance(func, Choice) and func.options \
+                and all(isinstance(f, Func) for f in func.options):
+            for f in func.options:  # `core_map(mesh)(body_a if c else body_b)`
+                core_map(host, f, list(self.args), dict(self.kwargs), frame, node)
+            return Const(value=None)
         return UNKNOWN
 
 
