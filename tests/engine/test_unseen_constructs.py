@@ -221,6 +221,40 @@ def run(x):
   return AllToAll(2)(x)
 '''
 
+# An application's ring collective: the semaphores live on the pipeline object.
+RING_CLASS = HEAD + '''
+
+class RingShift:
+  def __init__(self, x_hbm, o_hbm, send_sems, recv_sems, n_dev):
+    self.x_hbm, self.o_hbm = x_hbm, o_hbm
+    self.sem_sends = send_sems
+    self.sem_recvs = recv_sems
+    self.n_dev = n_dev
+
+  def step(self, slot):
+    me = jax.lax.axis_index("x")
+    right = jax.lax.rem(me + 1, self.n_dev)
+    return pltpu.make_async_remote_copy(
+        self.x_hbm.at[slot], self.o_hbm.at[slot],
+        self.sem_sends.at[slot],  # BUG PAL104
+        self.sem_recvs.at[slot],  # BUG2 PAL103
+        device_id=(right,))
+
+
+def kernel(x_hbm, o_hbm, send_sems, recv_sems):
+  ring = RingShift(x_hbm, o_hbm, send_sems, recv_sems, 2)
+  for slot in range(2):
+    cp = ring.step(slot)
+    cp.start()
+    cp.wait()
+
+
+def run(x):
+  return pl.pallas_call(kernel, out_shape=OUT, in_specs=[ANY], out_specs=ANY,
+                        scratch_shapes=[pltpu.SemaphoreType.DMA((2,)),
+                                        pltpu.SemaphoreType.DMA((2,))])(x)
+'''
+
 # --- 2. pl.kernel with several bodies or meshes -----------------------------
 
 KERNEL_BODIES = HEAD + '''
@@ -421,6 +455,7 @@ PROGRAMS = {
     "namedtuple_state": NAMEDTUPLE_STATE,
     "functional_records": FUNCTIONAL_RECORDS,
     "method_kernel_state": METHOD_KERNEL_STATE,
+    "ring_class": RING_CLASS,
     "kernel_bodies": KERNEL_BODIES,
     "kernel_factories": KERNEL_FACTORIES,
     "unseen_base": UNSEEN_BASE,
@@ -439,10 +474,13 @@ def _marked(text: str) -> list[tuple[int, str, str]]:
 
 
 def _buggy(text: str, marker: str) -> str:
-    """The bug each marker stands for: the semaphore array where one is meant."""
+    """The bug each marker stands for: the semaphore array where one is meant
+    (PAL104 for a remote copy's send semaphore, else PAL103)."""
     lines = text.split("\n")
-    i = next(i for i, line in enumerate(lines) if line.rstrip().endswith(f"# {marker} PAL103"))
-    for whole in ("self.sem_recvs.at[slot]", "self.sems.at[slot]", "s.sem.at[slot]",
+    i = next(i for i, line in enumerate(lines)
+             if line.rstrip().endswith((f"# {marker} PAL103", f"# {marker} PAL104")))
+    for whole in ("self.sem_recvs.at[slot]", "self.sem_sends.at[slot]", "self.sems.at[slot]",
+                  "s.sem.at[slot]",
                   "slot.sem.at[slot.index]",
                   "sems.at[0]", "sems.at[1]"):
         if whole in lines[i]:
