@@ -661,3 +661,30 @@ def test_code_a_test_expects_to_raise_is_not_judged():
     assert not [c for c, ln in _codes(_analyse(text)) if ln == line]
     # Outside the block, the same bug is reported.
     assert ("PAL103", line) in _codes(_analyse(_buggy(UNSEEN_BASE, "BUG")))
+
+
+def test_class_attribute_set_after_the_class_is_unknown():
+    """`Ring.SEM_SHAPE = ...` elsewhere: the class body's value is no longer certain."""
+    text = HEAD + '''
+
+class Ring:
+  SEM_SHAPE = (2,)
+
+  def kernel(self, x_ref, o_ref, sem):
+    cp = pltpu.make_async_copy(x_ref, o_ref, sem)  # HERE
+    cp.start()
+    cp.wait()
+
+  def __call__(self, x):
+    return pl.pallas_call(self.kernel, out_shape=OUT, in_specs=[ANY], out_specs=ANY,
+                          scratch_shapes=[pltpu.SemaphoreType.DMA(self.SEM_SHAPE)])(x)
+
+
+def run(x):
+  return Ring()(x)
+
+
+def configure():  # after the launcher: the order of defs decides nothing
+  Ring.SEM_SHAPE = ()
+'''
+    assert _codes(_analyse(text)) == []

@@ -118,6 +118,11 @@ class DefinitionsMixin:
                     v = self.eval(stmt.value, frame)
                     if isinstance(v, Const):
                         defaults[stmt.target.id] = v
+        for attr in self._written_elsewhere(node.name, frame):
+            if attr in attrs:
+                # `Ring.SLOTS = 8` somewhere in the file: which value a read
+                # sees depends on the order of calls.
+                attrs[attr] = UNKNOWN
         cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
         object.__setattr__(cls, "kinds", kinds)
         object.__setattr__(cls, "defaults", defaults)
@@ -138,6 +143,19 @@ class DefinitionsMixin:
                     and id(stmt) not in self._buffered_methods:
                 self._method_class[id(stmt)] = cls
         frame.scope.vars[node.name] = UNKNOWN if hidden else cls
+
+    def _written_elsewhere(self, class_name: str, frame: Frame) -> set[str]:
+        """Attributes the class's file assigns as `ClassName.attr = ...`."""
+        src = frame.mod.src if frame.mod is not None else self.src
+        cache = self.__dict__.setdefault("_class_writes", {})
+        writes = cache.get(id(src))
+        if writes is None:
+            writes = cache[id(src)] = {}
+            for n in ast.walk(src.tree):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) \
+                        and isinstance(n.value, ast.Name):
+                    writes.setdefault(n.value.id, set()).add(n.attr)
+        return writes.get(class_name, set())
 
     def _class_attribute(self, stmt: ast.stmt, body_scope: Scope, attrs: dict, record: bool,
                          frame: Frame) -> None:
