@@ -688,3 +688,29 @@ def configure():  # after the launcher: the order of defs decides nothing
   Ring.SEM_SHAPE = ()
 '''
     assert _codes(_analyse(text)) == []
+
+
+def test_unseen_base_launcher_overridden_and_reached_through_a_helper_method():
+    """The suite's own `pallas_call` adds a flag and calls the base's through
+    `super()`; tests launch through a helper method of the class."""
+    text = UNSEEN_BASE.replace(
+        "class DmaTest(ptu.PallasTPUTest):\n",
+        "class DmaTest(ptu.PallasTPUTest):\n\n"
+        "  def pallas_call(self, *args, **kwargs):\n"
+        "    return super().pallas_call(*args, interpret=True, **kwargs)\n\n"
+        "  def copy_with(self, body, x):\n"
+        "    return self.pallas_call(body, out_shape=OUT, in_specs=[ANY], out_specs=ANY,\n"
+        "                            scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)\n\n"
+        "  def test_helper(self):\n"
+        "    def body(x_ref, o_ref, sems):\n"
+        "      cp = pltpu.make_async_copy(x_ref, o_ref, sems.at[0])  # BUG4 PAL103\n"
+        "      cp.start()\n"
+        "      cp.wait()\n"
+        "    self.copy_with(body, jnp.ones((8, 128), jnp.float32))\n")
+    a = _analyse(text)
+    assert _codes(a) == []
+    assert all(s.known and s.launched for s in a.coverage.sites if s.kind == "dma")
+    for _, marker, code in _marked(text):
+        buggy = _buggy(text, marker)
+        line = next(m[0] for m in _marked(buggy) if m[1] == marker)
+        assert (code, line) in _codes(_analyse(buggy)), marker

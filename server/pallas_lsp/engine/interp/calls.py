@@ -10,6 +10,7 @@ import ast
 
 from pallas_lsp.engine import apis, pyops, variants
 from pallas_lsp.engine.apis import kernels
+from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.binding.inherited import DeferredLauncher, InheritedLauncher
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
                                                   ScopedFunc, StateFunc)
@@ -92,7 +93,8 @@ class CallsMixin:
             method = self.method_value(parent, f.attr, cell.obj)
             if method is not None:
                 return method
-        return None
+        # `super().pallas_call(...)` overriding a launcher of an unseen base
+        return inherited.launcher(f.attr) if cell.cls.open else None
 
     def eval_args(self, node: ast.Call, frame: Frame, skip: tuple = ()):
         """The call's arguments; keywords in `skip` are left unknown, unevaluated."""
