@@ -127,6 +127,9 @@ class Partial(Value):
     # What each item after the head is, when they all agree (`scratch.append(sem_array)`
     # under a flag: the optional items a `*refs` kernel receives).
     rest: Value = UNKNOWN
+    # What each item between the head and the tail is, when known (`*refs`
+    # of a `*refs` kernel: inputs, each a Ref, before the outputs and scratch).
+    middle: Value = UNKNOWN
 
     def describe(self) -> str:
         return f"[{', '.join(v.describe() for v in self.head[:3])}, …]"
@@ -503,3 +506,13 @@ STAR_UNKNOWN = StarUnknown()
 # positional argument of the call (tree_map(new_ref, args) relies on it).
 VARARGS = "the positional arguments of a call (*args)"
 
+
+
+@frozen
+class SuperCell(Value):
+    """What `super()` needs inside a method of the user's class (Python
+    keeps it in the `__class__` cell): the class whose method runs, and the
+    instance it runs on."""
+
+    cls: object = None
+    obj: Value = UNKNOWN

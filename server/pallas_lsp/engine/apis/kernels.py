@@ -17,7 +17,7 @@ from pallas_lsp.engine.binding.pipeline import emit_pipeline
 from pallas_lsp.engine.binding.scratch import run_scoped
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Array, Func, Seq, Value
-from pallas_lsp.engine.values import UNKNOWN, Instance, ShapeDtype, StarUnknown, is_record
+from pallas_lsp.engine.values import UNKNOWN, Choice, Instance, ShapeDtype, StarUnknown, is_record
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -29,6 +29,8 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
     if t == "pallas_call":
         return pallas_call(host, args, kwargs, node, frame)
     if t == "kernel":
+        if len(args) > 1 and "out_type" not in kwargs and "out_shape" not in kwargs:
+            kwargs = {**kwargs, "out_type": args[1]}  # `pl.kernel(body, out_type, mesh=...)`
         body = callable_kernel(host, pick(args, kwargs, 0, "body"))
         if body is not None and isinstance(body.value, Seq) and body.value.items \
                 and all(isinstance(b, Func) for b in body.value.items):
@@ -36,6 +38,10 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
             for one in body.value.items:
                 pl_kernel(host, one, kwargs, frame, node)
             return UNKNOWN
+        if body is not None and isinstance(body.value, Choice):
+            # `pl.kernel(body_a if c else body_b, ...)`: each body, bound alike.
+            return KernelDecorator(kwargs=tuple(kwargs.items())).apply(host, body.value, node,
+                                                                       frame)
         if body is None or not isinstance(body.value, Func):
             return KernelDecorator(kwargs=tuple(kwargs.items()))
         return pl_kernel(host, body.value, kwargs, frame, node)

@@ -8,6 +8,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine.binding.decorators import PartialApi
+from pallas_lsp.engine.binding.inherited import InheritedLauncher
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Func, Value
 from pallas_lsp.engine.records import replace
@@ -31,6 +32,8 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
         return replace(inner, bound_args=inner.bound_args + tuple(a.value for a in args[1:]),
                        bound_kwargs=inner.bound_kwargs + tuple(
                            (k, a.value) for k, a in kwargs.items()))
+    if isinstance(inner, InheritedLauncher):  # `partial(self.pallas_call, ...)`, unseen base
+        return inner.partial(args[1:], kwargs)
     if isinstance(inner, Api):
         return PartialApi(api=inner.name, args=tuple(args[1:]), kwargs=tuple(kwargs.items()))
     if isinstance(inner, Choice):

@@ -15,7 +15,7 @@ from pallas_lsp.engine.binding.scratch import run_scoped
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Array, Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
-from pallas_lsp.engine.values import UNKNOWN, Bound, SeqOf, ShapeDtype
+from pallas_lsp.engine.values import UNKNOWN, Bound, Choice, SeqOf, ShapeDtype
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -123,6 +123,13 @@ class KernelDecorator(Decorator):
     def apply(self, host, func, node, frame):
         if isinstance(func, Func):
             return pl_kernel(host, func, dict(self.kwargs), frame, node)
+        if isinstance(func, Choice) and func.options \
+                and all(isinstance(f, Func) for f in func.options):
+            # One body of a few (`body_a if fast else body_b`): each is bound;
+            # calling the result runs the ones that wait for their operands.
+            made = [pl_kernel(host, f, dict(self.kwargs), frame, node) for f in func.options]
+            waiting = tuple(m for m in made if m is not UNKNOWN)
+            return Choice(options=waiting) if waiting else UNKNOWN
         return UNKNOWN
 
 
@@ -134,6 +141,11 @@ class CoreMapDecorator(Decorator):
     def apply(self, host, func, node, frame):
         if isinstance(func, Func):
             return core_map(host, func, list(self.args), dict(self.kwargs), frame, node)
+        if isinstance(func, Choice) and func.options \
+                and all(isinstance(f, Func) for f in func.options):
+            for f in func.options:  # `core_map(mesh)(body_a if c else body_b)`
+                core_map(host, f, list(self.args), dict(self.kwargs), frame, node)
+            return Const(value=None)
         return UNKNOWN
 
 

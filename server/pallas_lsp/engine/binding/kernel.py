@@ -15,7 +15,8 @@ from pallas_lsp.engine.binding.specs import spec_leaves
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
-from pallas_lsp.engine.values import STAR_UNKNOWN, UNKNOWN, Instance, ShapeDtype, is_record
+from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Instance, ShapeDtype, StarUnknown,
+                                      is_record)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -63,6 +64,14 @@ def pl_kernel(host: LaunchHost, func: Func, kwargs: dict[str, Arg], frame: Frame
         # No scratch: every parameter is an input or an output, and the
         # call's operands will say which (handled as below).
         args = [UNKNOWN] * len(params)
+    if (args is None or (args and args[0] is STAR_UNKNOWN)) and has_vararg and not params \
+            and outputs is not None and scratch_pos is not None:
+        # `def wrapped(*refs): body(*refs)` (a decorator's wrapper): the
+        # call's operands say how many inputs lead; outputs and scratch follow.
+        kc = KernelCallable(launch=launch, func=func, args=tuple(outputs + scratch_pos),
+                            n_in=-1, scratch_kw=tuple(scratch_kw.items()))
+        host.pending_kernels.append((kc, frame))
+        return kc
     if args is None or (args and args[0] is STAR_UNKNOWN):
         launch.reason = reason or "neither the outputs nor the scratch can be counted"
         return UNKNOWN
@@ -98,7 +107,7 @@ class KernelCallable(Value):
     launch: object = None
     func: Value = UNKNOWN
     args: tuple = ()  # the body's positional values, inputs as plain Refs
-    n_in: int = 0
+    n_in: int = 0  # -1: a `*refs` body, its inputs are as many as the operands (then `args`)
     n_open: int = 0  # inputs and outputs not told apart yet (the operands will)
     scratch_kw: tuple = ()
     params: tuple = ()
@@ -112,6 +121,13 @@ def run_pl_kernel(host: LaunchHost, kc: KernelCallable, operands: list[Value] | 
         return UNKNOWN
     host.kernels_done.add(id(kc.launch))
     args = list(kc.args)
+    if kc.n_in < 0:
+        # Operands not known: `*refs` is known from its end (outputs, scratch).
+        # (each input a plain Ref, as for a body with named inputs above)
+        lead = [StarUnknown(elem=Ref(origin="an input", space=Space.UNKNOWN))] \
+            if operands is None else \
+            [_input_tree(v, f"input #{i}", 0) for i, v in enumerate(operands)]
+        args = lead + args
     if operands is not None and len(operands) == kc.n_in:
         for i, operand in enumerate(operands):
             if is_record(operand):

@@ -10,6 +10,8 @@ import ast
 
 from pallas_lsp.engine import apis, pyops, variants
 from pallas_lsp.engine.apis import kernels
+from pallas_lsp.engine.binding import inherited
+from pallas_lsp.engine.binding.inherited import DeferredLauncher, InheritedLauncher
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
                                                   ScopedFunc, StateFunc)
 from pallas_lsp.engine.binding.kernel import KernelCallable, run_pl_kernel
@@ -24,7 +26,7 @@ from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bound, Choice,
                                       ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
                                       Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
-                                      as_view, iter_of, join_all)
+                                      SuperCell, as_view, iter_of, join_all)
 from pallas_lsp.engine.values import declared
 
 
@@ -32,6 +34,10 @@ class CallsMixin:
     """Calls and what escapes them (see the module docstring)."""
 
     def expr_Call(self, node: ast.Call, frame: Frame) -> Value:
+        method = self._super_method(node, frame)
+        if method is not None:
+            args, kwargs = self.eval_args(node, frame)
+            return self.call(method, args, kwargs, node, frame)
         func = self.eval(node.func, frame)
         # A launch's cost estimate (often a call of the user's estimator) is
         # not modelled: not worked out either.
@@ -69,6 +75,25 @@ class CallsMixin:
                                      owner.attrs.get(receiver.attr))
         return self.call(func, args, kwargs, node, frame)
 
+    def _super_method(self, node: ast.Call, frame: Frame) -> Value | None:
+        """`super().name(...)` in a method of the user's class: the method
+        of the first base (of the user's) that has it, on the same instance."""
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call)
+                and isinstance(f.value.func, ast.Name) and f.value.func.id == "super"
+                and not f.value.args):
+            return None
+        cell = frame.scope.lookup("__class__")
+        if not isinstance(cell, SuperCell):
+            return None
+        for parent in cell.cls.parents:
+            self._property_frame = frame
+            method = self.method_value(parent, f.attr, cell.obj)
+            if method is not None:
+                return method
+        # `super().pallas_call(...)` overriding a launcher of an unseen base
+        return inherited.launcher(f.attr) if cell.cls.open else None
+
     def eval_args(self, node: ast.Call, frame: Frame, skip: tuple = ()):
         """The call's arguments; keywords in `skip` are left unknown, unevaluated."""
         args: list[Arg] = []
@@ -79,6 +104,15 @@ class CallsMixin:
                     args.extend(Arg(None, item) for item in v.items)
                 elif isinstance(v, SeqOf) and v.elem is not UNKNOWN:
                     args.append(Arg(a, StarUnknown(elem=v.elem)))
+                elif isinstance(v, Partial) and (v.head or v.tail):
+                    # `body(*refs)` with `refs` known at its ends: those keep
+                    # their places, the middle is of unknown length.
+                    args.extend(Arg(None, item) for item in v.head)
+                    middle = v.middle if v.middle is not UNKNOWN else \
+                        v.rest if not v.tail else UNKNOWN
+                    args.append(Arg(a, StarUnknown(elem=middle) if middle is not UNKNOWN
+                                    else STAR_UNKNOWN))
+                    args.extend(Arg(None, item) for item in v.tail)
                 else:
                     args.append(Arg(a, STAR_UNKNOWN))
                 continue
@@ -97,6 +131,8 @@ class CallsMixin:
 
     def call(self, func: Value, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,
              frame: Frame) -> Value:
+        if isinstance(func, Api) and func.name in _NAMEDTUPLES and len(args) == 2:
+            return self.namedtuple_class(args[0].value, args[1].value, frame)
         if isinstance(func, Api):
             if func.name.startswith(("pl.", "pltpu.")) and (frame.mod is None
                                                             or frame.mod is self.root):
@@ -127,6 +163,8 @@ class CallsMixin:
             return run_pl_kernel(self, func, operands, made)
         if isinstance(func, (ScopedFunc, StateFunc)):
             return func.call(self, args, frame)
+        if isinstance(func, (InheritedLauncher, DeferredLauncher)):
+            return func.call(self, args, kwargs, node, frame)
         if isinstance(func, (SpecClass, SpecInit)):
             return func.call(self, args, kwargs, node, frame)
         if isinstance(func, PartialApi) and func.makes_value():
@@ -277,6 +315,9 @@ class CallsMixin:
             inner = Frame(scope, kernel=in_kernel, depth=frame.depth + 1, kernel_id=kid,
                           mod=mod, site=site)
             self.bind_params(node, args, kwargs, inner, unknown_params, param_origin or {})
+            cls = self._method_class.get(id(node))
+            if cls is not None and args and cls.kinds.get(node.name) == "method":
+                scope.vars["__class__"] = SuperCell(cls=cls, obj=args[0])
             if isinstance(node, ast.Lambda):
                 result = self.eval(node.body, inner)
             else:
@@ -326,13 +367,18 @@ class CallsMixin:
                     and not any(p.arg in kwargs for p in positional):
                 tail = positional[len(positional) - len(after):]
                 from_back = {p.arg: v for p, v in zip(tail, after)}
+        # What a parameter the `*args` fills holds: known when the signature
+        # fixes which parameters the arguments after it take (or none follow).
+        inside = args_star.elem if star and (from_back or not after) else UNKNOWN
         values: dict[str, Value] = {}
         for i, p in enumerate(positional):
             if unknown_params:
                 v = kwargs.get(p.arg, UNKNOWN)  # a launcher variant fixes its flags
             elif star and i >= star_at:
-                # Given by keyword, a parameter takes no positional argument.
-                v = kwargs[p.arg] if p.arg in kwargs else from_back.get(p.arg, UNKNOWN)
+                # Given by keyword, a parameter takes no positional argument;
+                # one the `*args` fills is of its items' kind, when known.
+                v = kwargs[p.arg] if p.arg in kwargs else from_back.get(
+                    p.arg, inside if i < len(positional) - len(a.defaults) else UNKNOWN)
             elif i < len(args):
                 v = args[i]
             elif p.arg in kwargs:
@@ -355,8 +401,10 @@ class CallsMixin:
                     # all of it is of one known kind (`*blocks` of computed specs)
                     values[a.vararg.arg] = SeqOf(elem=join_all(middle))
                 else:
+                    inner = args_star.elem if not pyops.has_star(after) else UNKNOWN
                     values[a.vararg.arg] = Partial(
-                        head=head, tail=tail, elem=join_all(list(head) + list(tail) + middle))
+                        head=head, tail=tail, elem=join_all(list(head) + list(tail) + middle),
+                        middle=inner)
             else:
                 values[a.vararg.arg] = UNKNOWN
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
@@ -456,6 +504,9 @@ class CallsMixin:
         return apis.call(self, name, args, kwargs, node, frame)
 
 
+# The functional forms of NamedTuple classes.
+_NAMEDTUPLES = frozenset({"collections.namedtuple", "namedtuple", "typing.NamedTuple",
+                          "NamedTuple"})
 # Values `escape` has nothing to do for (checked by exact type: the fast path).
 _INERT = frozenset({type(UNKNOWN), Const, Array, Api, Spec, Alloc, ShapeDtype, SliceVal,
                     GridSpec, ModuleRef, Imported, type(None)})

@@ -9,9 +9,10 @@ import ast
 
 from pallas_lsp.engine import buffered
 from pallas_lsp.engine.apis import pytrees
+from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.binding.decorators import Decorator
 from pallas_lsp.engine.binding.specs import SpecClass
-from pallas_lsp.engine.frames import Frame
+from pallas_lsp.engine.frames import Frame, Scope
 from pallas_lsp.engine.model import Api, Const, Func, Seq, Value
 from pallas_lsp.engine.values import UNKNOWN, ClassVal
 
@@ -38,8 +39,8 @@ class DefinitionsMixin:
             return
         decorators = [self.eval(d.func if isinstance(d, ast.Call) else d, frame)
                       for d in node.decorator_list]
-        record = any(isinstance(d, Api) and d.name in ("dataclasses.dataclass", "dataclass")
-                     for d in decorators)
+        record = any(_dataclass_maker(d) for d in decorators) \
+            or any(_dataclass_base(b) for b in bases)
         namedtuple = any(isinstance(b, Api) and b.name.endswith("NamedTuple") for b in bases)
         parents = [b for b in bases if isinstance(b, ClassVal)]
         if any(isinstance(b, Api) and b.name == "pl.BlockSpec" for b in bases) \
@@ -54,7 +55,7 @@ class DefinitionsMixin:
         is_buffered = any(buffered.is_buffered_ref(b) for b in bases) \
             or any(getattr(p, "buffered", False) for p in parents)
         known = [isinstance(b, ClassVal) or _harmless_base(b, n) or buffered.is_buffered_ref(b)
-                 for b, n in zip(bases, node.bases)]
+                 or _dataclass_base(b) for b, n in zip(bases, node.bases)]
         plain = all(known)
         decorators = [d for d in decorators if not pytrees.pytree_registration(d)]
         # A base the engine does not know (a library's TestCase, a module of
@@ -62,17 +63,24 @@ class DefinitionsMixin:
         # those of its known bases are what `self.x` finds, and anything
         # else is Unknown. Pallas classes (other than those handled above)
         # stay unknown: their behaviour is not modelled.
+        # (jax's own test helpers, `jax._src.pallas.pallas_test_util`, are
+        # named like Pallas but are test cases.)
         opaque = [b for b, k in zip(bases, known) if not k]
         open_ = bool(opaque) and not namedtuple and not any(
-            isinstance(b, Api) and b.name.startswith(("pl.", "pltpu.")) for b in opaque)
+            isinstance(b, Api) and b.name.startswith(("pl.", "pltpu.")) and "test" not in b.name
+            for b in opaque)
         # The name of a class with unknown decorators (or a metaclass) is
         # unknown, but its methods still run with an instance of it as `self`.
-        hidden = bool(node.keywords) or bool(decorators and not record)
+        hidden = any(not _harmless_metaclass(k) for k in node.keywords) \
+            or bool(decorators and not record)
         if not (plain or namedtuple or open_):
             frame.scope.vars[node.name] = UNKNOWN
             return
         methods, fields, kinds, defaults, static, leaves = {}, [], {}, {}, set(), set()
         method_scopes: dict = {}
+        attrs: dict = {}
+        for parent in reversed(parents):  # the first base wins, as in Python's MRO
+            attrs.update(parent.class_attrs)
         for parent in parents:  # single inheritance from classes of this file
             methods.update(parent.methods)
             method_scopes.update({name: parent.method_scopes.get(name, parent.scope)
@@ -84,8 +92,11 @@ class DefinitionsMixin:
             leaves |= parent.leaves
             fields.extend(f for f in parent.fields if f not in fields)
             record = record or parent.record
+        body_scope = Scope(frame.scope)  # the class body's own names, then the module's
         for stmt in node.body:
+            self._class_attribute(stmt, body_scope, attrs, record or namedtuple, frame)
             if isinstance(stmt, ast.FunctionDef):
+                attrs.pop(stmt.name, None)
                 kind = self._method_kind(stmt, frame)
                 method_scopes.pop(stmt.name, None)
                 if kind is not None:
@@ -107,6 +118,11 @@ class DefinitionsMixin:
                     v = self.eval(stmt.value, frame)
                     if isinstance(v, Const):
                         defaults[stmt.target.id] = v
+        for attr in self._written_elsewhere(node.name, frame):
+            if attr in attrs:
+                # `Ring.SLOTS = 8` somewhere in the file: which value a read
+                # sees depends on the order of calls.
+                attrs[attr] = UNKNOWN
         cls = ClassVal(node, frame.scope, methods, tuple(fields), record or namedtuple)
         object.__setattr__(cls, "kinds", kinds)
         object.__setattr__(cls, "defaults", defaults)
@@ -114,6 +130,8 @@ class DefinitionsMixin:
         object.__setattr__(cls, "leaves", frozenset(leaves - static))
         object.__setattr__(cls, "method_scopes", method_scopes)
         object.__setattr__(cls, "open", open_)
+        object.__setattr__(cls, "class_attrs", attrs)
+        object.__setattr__(cls, "parents", tuple(parents))
         if is_buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:
@@ -125,6 +143,61 @@ class DefinitionsMixin:
                     and id(stmt) not in self._buffered_methods:
                 self._method_class[id(stmt)] = cls
         frame.scope.vars[node.name] = UNKNOWN if hidden else cls
+
+    def _written_elsewhere(self, class_name: str, frame: Frame) -> set[str]:
+        """Attributes the class's file assigns as `ClassName.attr = ...`."""
+        src = frame.mod.src if frame.mod is not None else self.src
+        cache = self.__dict__.setdefault("_class_writes", {})
+        writes = cache.get(id(src))
+        if writes is None:
+            writes = cache[id(src)] = {}
+            for n in ast.walk(src.tree):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) \
+                        and isinstance(n.value, ast.Name):
+                    writes.setdefault(n.value.id, set()).add(n.attr)
+        return writes.get(class_name, set())
+
+    def _class_attribute(self, stmt: ast.stmt, body_scope: Scope, attrs: dict, record: bool,
+                         frame: Frame) -> None:
+        """A class attribute (`NUM_SLOTS = 2`, `BLOCK = (8, 128)`): what
+        `self.NUM_SLOTS` reads until the instance sets its own. A record's
+        annotated fields are the instance's, not the class's."""
+        if isinstance(stmt, ast.AnnAssign) and (record or stmt.value is None):
+            return
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+            [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) \
+                and not isinstance(stmt, ast.AugAssign):
+            value = self.eval(stmt.value, Frame(body_scope, kernel=False, mod=frame.mod))
+            body_scope.vars[targets[0].id] = attrs[targets[0].id] = value
+            return
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):  # anything fancier: unknown
+                    body_scope.vars[n.id] = attrs[n.id] = UNKNOWN
+
+    def namedtuple_class(self, name: Value, fields: Value, frame: Frame) -> Value:
+        """`collections.namedtuple("Bufs", ["src", "dst"])` (also a "src dst"
+        string) and `typing.NamedTuple("Bufs", [("src", T), ...])`: a record
+        class with those fields; Unknown when the fields are not all known."""
+        names: list = []
+        if isinstance(fields, Const) and isinstance(fields.value, str):
+            names = fields.value.replace(",", " ").split()
+        elif isinstance(fields, Seq):
+            for item in fields.items:
+                if isinstance(item, Seq) and len(item.items) == 2:
+                    item = item.items[0]
+                if not (isinstance(item, Const) and isinstance(item.value, str)):
+                    return UNKNOWN
+                names.append(item.value)
+        if not names or not (isinstance(name, Const) and isinstance(name.value, str)) \
+                or not all(n.isidentifier() for n in names):
+            return UNKNOWN
+        node = ast.ClassDef(name=name.value, bases=[], keywords=[], body=[], decorator_list=[])
+        cls = ClassVal(node, frame.scope, {}, tuple(names), True)
+        object.__setattr__(cls, "class_attrs", {})
+        object.__setattr__(cls, "parents", ())
+        return cls
 
     def _enum_class(self, node: ast.ClassDef, frame: Frame) -> None:
         """An Enum: its members are constants (flags like `weight_format ==
@@ -164,6 +237,15 @@ class DefinitionsMixin:
         """`obj.name` / `Class.name` for a method of one of the file's classes."""
         node = cls.methods.get(name)
         if node is None:
+            attrs = getattr(cls, "class_attrs", {})
+            if name in attrs:
+                # A function stored on the class is a method when read
+                # through an instance; a partial of one is not: which of
+                # the two a Func stands for is not known here.
+                return UNKNOWN if obj is not None and isinstance(attrs[name], Func) \
+                    else attrs[name]
+            if obj is not None and cls.open:
+                return inherited.launcher(name)
             return None
         kind = cls.kinds.get(name, "method")
         scope = cls.method_scopes.get(name, cls.scope)  # an inherited method: its module's
@@ -177,6 +259,29 @@ class DefinitionsMixin:
             return self.call_func(Func(node=node, scope=scope, bound_args=(obj,)), [], {},
                                   self._property_frame)
         return Func(node=node, scope=scope, bound_args=(obj,))
+
+
+def _harmless_metaclass(keyword: ast.keyword) -> bool:
+    """`metaclass=abc.ABCMeta`: construction and attributes as without it."""
+    v = keyword.value
+    name = v.attr if isinstance(v, ast.Attribute) else getattr(v, "id", "")
+    return keyword.arg == "metaclass" and name == "ABCMeta"
+
+
+def _dataclass_maker(value: Value) -> bool:
+    """Decorators that make a dataclass: fields from the annotations, in order."""
+    return isinstance(value, Api) and value.name in _DATACLASS_MAKERS
+
+
+def _dataclass_base(value: Value) -> bool:
+    """Bases whose subclasses are dataclasses (`flax.struct.PyTreeNode`)."""
+    return isinstance(value, Api) and value.name in _DATACLASS_BASES
+
+
+# `@dataclass`, flax's and chex's pytree dataclasses (the same constructor).
+_DATACLASS_MAKERS = {"dataclasses.dataclass", "dataclass", "flax.struct.dataclass",
+                     "struct.dataclass", "chex.dataclass", "chex.mappable_dataclass"}
+_DATACLASS_BASES = {"flax.struct.PyTreeNode", "struct.PyTreeNode"}
 
 
 def _harmless_base(value: Value, node: ast.expr) -> bool:
