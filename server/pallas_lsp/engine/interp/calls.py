@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import apis, pyops, variants
-from pallas_lsp.engine.apis import kernels
+from pallas_lsp.engine.apis import arrays, kernels
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
                                                   ScopedFunc, StateFunc)
 from pallas_lsp.engine.binding.kernel import KernelCallable, run_pl_kernel
@@ -433,7 +433,7 @@ class CallsMixin:
             if bound.name == "transpose":
                 return as_view(obj, None, self.segment(node))
         if isinstance(obj, Array):
-            return Array(origin=obj.origin)
+            return arrays.method(obj, bound.name, args, kwargs, node)
         return UNKNOWN
 
     def call_api(self, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,

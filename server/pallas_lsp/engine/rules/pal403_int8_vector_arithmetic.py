@@ -8,7 +8,7 @@ import ast
 
 from pallas_lsp.engine.model import Array, Ref
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import tpu_kernel_ids
+from pallas_lsp.engine.rules._tpu import kernel_caller, tpu_kernel_ids
 
 CODE = "PAL403"
 MESSAGE = "Only vector<i16> and vector<i32> are supported, but got 'i8'. Please cast your input."
@@ -47,4 +47,5 @@ def check(ctx: Context):
                      f"8-bit vector arithmetic on v4, v5e, v5p and v6e, while TPU interpret mode "
                      f"runs it. Cast to int32 first (`x.astype(jnp.int32)`) and back when storing."),
             span=ctx.span(op.node),
+            related=kernel_caller(ctx, op.kernel_id, INT8),
         )
