@@ -92,12 +92,24 @@ def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg]
             host.kernel_runs[("operands", pc.node_id)] = runs + 1
             host.pending[:] = [(p, f) for p, f in host.pending if p is not pc]  # run here
             pc = replace(pc, operands=known, operand_nodes=tuple(a.node for a in args),
-                         node_id=hash((pc.node_id, known)))
+                         node_id=hash((pc.node_id, known, _config(pc))))
     run_kernel(host, pc, n_args, frame)
     return outputs(pc.out_shape)
 
 
 MAX_OPERAND_RUNS = 8
+
+
+def _config(pc: PallasCallable):
+    """What else tells two calls of one launch site apart (a block size the
+    caller chose); id() for what cannot be hashed."""
+    out = []
+    for v in (pc.in_specs, pc.out_specs, pc.out_shape, pc.grid, pc.scratch):
+        try:
+            out.append(hash(v))
+        except TypeError:
+            out.append(id(v))
+    return tuple(out)
 
 
 def operand_shapes(args: list[Arg]) -> tuple | None:
