@@ -26,6 +26,10 @@ def check(ctx: Context):
         (op.kind == "binop" and op.name in BINOPS) or (op.kind == "unary" and op.name == "USub"))}
     if not ops:
         return
+    runs: dict[int, list[int]] = {}  # node -> the kernel runs that reached it
+    for op in ctx.events.kernel_ops:
+        if id(op.node) in ops:
+            runs.setdefault(id(op.node), []).append(op.kernel_id)
     stored: dict[int, str] = {}
     for acc in ctx.events.accesses:
         if acc.value is None or acc.value.node is None or not isinstance(acc.ref.value, Ref):
@@ -47,5 +51,6 @@ def check(ctx: Context):
                      f"8-bit vector arithmetic on v4, v5e, v5p and v6e, while TPU interpret mode "
                      f"runs it. Cast to int32 first (`x.astype(jnp.int32)`) and back when storing."),
             span=ctx.span(op.node),
-            related=kernel_caller(ctx, op.kernel_id, INT8),
+            related=next((r for k in runs.get(key, []) if (r := kernel_caller(ctx, k, INT8))),
+                         ()),
         )
