@@ -246,3 +246,30 @@ def test_jit_static_argnames_and_partial():
         """)
     (f,) = found
     assert "(12, 128)" in f.detail
+
+
+def test_a_test_file_shapes_a_library_launcher(tmp_path):
+    from pallas_lsp.engine.project import Project
+
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text("")
+    (tmp_path / "mylib" / "ops.py").write_text(HEADER)
+    test = tmp_path / "test_ops.py"
+    test.write_text(textwrap.dedent("""\
+        import jax.numpy as jnp
+        from mylib.ops import rows
+
+
+        def test_rows():
+            x = jnp.ones((48, 128), jnp.float32)
+            rows(x, block_rows=12)
+        """))
+    a = analyze(test.read_text(), str(test), project=Project([str(tmp_path)]))
+    lib = str(tmp_path / "mylib" / "ops.py")
+    (there,) = [f for f in a.foreign.get(lib, []) if f.code == "PAL401"]
+    assert there.span.line == _line(HEADER, "# IN")
+    assert "with x: float32[48, 128]" in there.detail
+    made = [r for r in there.related if r.path == str(test)]
+    assert made and made[0].span.line == 5 and made[0].message.startswith("x: float32[48, 128]")
+    (here,) = [f for f in a.findings if f.code == "PAL401"]
+    assert here.span.line == 6  # the call of the launcher
