@@ -63,7 +63,7 @@ def test_findings_name_the_array_and_the_case():
     assert "reshape(16, 192)" in text[made.span.line]
     assert made.message == "x: float32[16, 192] is made here"
     case = next(f for f in findings.values() if "case 2 of 2 of `bug_cases`" in f.detail)
-    assert "rows=48, block=12" in case.related[0].message
+    assert "rows=48, block=(12, 128)" in case.related[0].message
     int8 = next(f for f in findings.values() if "int8[64, 128]" in f.detail)
     assert "(32, 128)" in int8.detail and "E2002" in int8.detail
     add = next(f for f in findings.values() if f.code == "PAL403")
