@@ -273,3 +273,18 @@ def test_a_test_file_shapes_a_library_launcher(tmp_path):
     assert made and made[0].span.line == 5 and made[0].message.startswith("x: float32[48, 128]")
     (here,) = [f for f in a.findings if f.code == "PAL401"]
     assert here.span.line == 6  # the call of the launcher
+
+
+def test_pythons_random_and_bad_reshapes_are_not_arrays():
+    src = HEADER + textwrap.dedent("""
+        import random
+
+        def test_it():
+            rows(random.randint(0, 9), block_rows=16)
+            rows(jnp.arange(100).reshape(16, 128), block_rows=16)
+        """)
+    it = Interpreter(parse(src), "snippet.py")
+    it.run()
+    ops = [la.operands for la in it.events.launches if la.operands is not None]
+    # Python's random.randint is a number; a reshape Python would refuse has no shape
+    assert [[(sd.shape, sd.dtype) for sd in o] for o in ops] == [[(None, "int32")]]

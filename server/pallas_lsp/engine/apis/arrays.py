@@ -36,7 +36,7 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
     lib, _, fn = name.rpartition(".")
     if lib in ("jnp", "numpy"):
         out = _constructor(host, lib == "jnp", fn, args, kwargs)
-    elif lib in ("jax.random", "random") and fn in _JAX_RANDOM:
+    elif lib == "jax.random" and fn in _JAX_RANDOM:  # (not Python's `random`)
         out = _jax_random(host, fn, args, kwargs)
     elif lib == "numpy.random":
         out = _numpy_random(fn, args, kwargs)
@@ -209,12 +209,13 @@ def reshaped(shape, values: list[Value]):
     if new is None:
         return None
     if -1 not in new:
-        return new if _plausible(new) else None
-    if new.count(-1) > 1 or None in new or shape is None or None in shape:
+        if not _plausible(new) or (_size(shape) is not None and _size(new) is not None
+                                   and _size(shape) != _size(new)):
+            return None  # Python would raise: nothing to judge
+        return new
+    size = _size(shape)
+    if new.count(-1) > 1 or None in new or size is None:
         return tuple(None if d == -1 else d for d in new)
-    size = 1
-    for d in shape:
-        size *= d
     rest = 1
     for d in new:
         if d != -1:
@@ -222,6 +223,15 @@ def reshaped(shape, values: list[Value]):
     if rest == 0 or size % rest:
         return None
     return tuple(size // rest if d == -1 else d for d in new)
+
+
+def _size(shape) -> int | None:
+    if shape is None or None in shape:
+        return None
+    size = 1
+    for d in shape:
+        size *= d
+    return size
 
 
 def attribute(base: Array, attr: str) -> Value | None:
@@ -235,10 +245,7 @@ def attribute(base: Array, attr: str) -> Value | None:
     if attr == "ndim" and base.shape is not None:
         return Const(value=len(base.shape))
     if attr == "size" and known:
-        size = 1
-        for d in base.shape:
-            size *= d
-        return Const(value=size)
+        return Const(value=_size(base.shape))
     return None
 
 
