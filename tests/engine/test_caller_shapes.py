@@ -288,3 +288,16 @@ def test_pythons_random_and_bad_reshapes_are_not_arrays():
     ops = [la.operands for la in it.events.launches if la.operands is not None]
     # Python's random.randint is a number; a reshape Python would refuse has no shape
     assert [[(sd.shape, sd.dtype) for sd in o] for o in ops] == [[(None, "int32")]]
+
+
+@pytest.mark.parametrize("dtype, rows_, bad", [
+    ("uint8", 16, True), ("float8_e4m3fn", 8, True), ("float8_e5m2", 8, True),
+    ("int16", 8, False), ("bool_", 8, False), ("float8_e5m2", 32, False),
+])
+def test_block_rows_per_dtype(dtype, rows_, bad):
+    """As measured with a deviceless compile for v5e and v6e."""
+    found, _ = _tpu_findings(f"""
+        def test_it():
+            rows(jnp.zeros((64, 128), jnp.{dtype}), block_rows={rows_}, copy=True)
+        """)
+    assert [f.code for f in found] == (["PAL401"] if bad else [])
