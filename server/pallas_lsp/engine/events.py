@@ -156,6 +156,12 @@ class Launch:
     compiler_params: Value | None = None
     expects_error: bool = False  # launched inside `assertRaises` / `pytest.raises`
     expected_pattern: str = ""  # the message that block expects ("" any)
+    # The operands' shapes and dtypes where the call's arrays are known
+    # (values.ShapeDtype or None each; None: the call was not seen), the
+    # call's argument nodes, and the test case it ran in ("" none).
+    operands: tuple | None = None
+    operand_nodes: tuple = ()
+    variant: str = ""
 
 
 @record

@@ -303,3 +303,123 @@ def unreached_launch(func: ast.AST, reached: set[int], lines: list[int]) -> bool
             if not isinstance(child, ast.stmt) or mentions(child, lines):
                 stack.append(child)
     return False
+
+
+# ---------------------------------------------------------------- test cases
+
+MAX_CASES = 16  # cases of a parametrized test run one by one (the rest are not)
+
+
+def _dotted(node: ast.expr) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _names(node: ast.expr) -> list[str] | None:
+    """pytest's argnames: "a, b" or ("a", "b")."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [n.strip() for n in node.value.split(",") if n.strip()]
+    if isinstance(node, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return [e.value for e in node.elts]
+    return None
+
+
+def _literal_items(node: ast.expr) -> list[ast.expr] | None:
+    if isinstance(node, (ast.List, ast.Tuple)) and not any(
+            isinstance(e, ast.Starred) for e in node.elts):
+        return list(node.elts)
+    return None
+
+
+def _pytest_cases(dec: ast.Call) -> list[dict] | None:
+    """`@pytest.mark.parametrize("a, b", [(1, 2), pytest.param(3, 4)])`."""
+    names = _names(dec.args[0]) if dec.args else None
+    values = _literal_items(dec.args[1]) if len(dec.args) > 1 else None
+    if not names or values is None:
+        return None
+    out = []
+    for v in values:
+        if isinstance(v, ast.Call) and _dotted(v.func).endswith("param"):
+            items = list(v.args)
+        elif len(names) == 1:
+            items = [v]
+        else:
+            items = _literal_items(v)
+        if items is None or len(items) != len(names):
+            return None
+        out.append(dict(zip(names, items)))
+    return out
+
+
+def _absl_cases(dec: ast.Call, kind: str, params: list[str]) -> list[dict] | None:
+    """absl `parameterized.parameters / named_parameters / product`."""
+    if kind == "product":
+        if dec.args:
+            return None
+        cases = [{}]
+        for k in dec.keywords:
+            items = _literal_items(k.value) if k.arg else None
+            if items is None:
+                return None
+            cases = [{**c, k.arg: v} for c in cases for v in items]
+            if len(cases) > MAX_CASES:
+                return cases[:MAX_CASES]
+        return cases
+    args = list(dec.args)
+    if dec.keywords or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    if len(args) == 1 and isinstance(args[0], ast.List):
+        args = list(args[0].elts)  # one iterable of cases
+    out = []
+    for case in args:
+        if isinstance(case, ast.Dict) or (isinstance(case, ast.Call) and _dotted(case.func)
+                                          == "dict" and not case.args):
+            pairs = ([(k.value if isinstance(k, ast.Constant) else None, v)
+                      for k, v in zip(case.keys, case.values)] if isinstance(case, ast.Dict)
+                     else [(k.arg, k.value) for k in case.keywords])
+            if any(not isinstance(k, str) for k, _ in pairs):
+                return None
+            out.append({k: v for k, v in pairs if k != "testcase_name"})
+            continue
+        items = list(case.elts) if isinstance(case, ast.Tuple) else [case]
+        if kind == "named_parameters":
+            items = items[1:]  # the case's name
+        if len(items) > len(params):
+            return None
+        out.append(dict(zip(params, items)))
+    return out
+
+
+def parametrize_cases(func: ast.AST) -> list[tuple[str, dict]]:
+    """A test's literal cases, each as (label, {parameter: expression}); the
+    product of stacked decorators, at most MAX_CASES. [] when it has none or
+    they are not literals (never a guess)."""
+    decs = [d for d in getattr(func, "decorator_list", ()) if isinstance(d, ast.Call)]
+    params = [p.arg for p in func.args.posonlyargs + func.args.args]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    cases: list[dict] | None = None
+    for dec in decs:
+        name = _dotted(dec.func)
+        tail = name.rpartition(".")[2]
+        if tail == "parametrize" and "mark" in name:
+            mine = _pytest_cases(dec)
+        elif tail in ("parameters", "named_parameters", "product") and "parameterized" in name:
+            mine = _absl_cases(dec, tail, params)
+        else:
+            continue
+        if not mine:
+            return []
+        cases = mine if cases is None else [{**a, **b} for a in cases for b in mine]
+    if not cases:
+        return []
+    cases = [c for c in cases if all(k in params for k in c)][:MAX_CASES]
+    total = len(cases)
+    return [(f"case {n} of {total} of `{func.name}`: " + ", ".join(
+        f"{k}={ast.unparse(v)}" for k, v in c.items()), c) for n, c in enumerate(cases, start=1)]

@@ -14,8 +14,8 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api, backend
-from pallas_lsp.engine.apis import (allocations, control, dma, kernels, partials, pytrees, refs,
-                                    semaphores)
+from pallas_lsp.engine.apis import (allocations, arrays, control, dma, kernels, partials, pytrees,
+                                    refs, semaphores)
 from pallas_lsp.engine.events import Arg, KernelOp
 from pallas_lsp.engine.model import Api, Array, Value
 from pallas_lsp.engine.values import UNKNOWN
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # Tried in this order; each returns None for a call that is not its own.
 FAMILIES = (dma.handle, refs.handle, semaphores.handle, kernels.handle, allocations.handle,
-            control.handle, pytrees.handle, partials.handle)
+            control.handle, pytrees.handle, partials.handle, arrays.handle)
 
 
 def call(host: Host, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,

@@ -17,6 +17,7 @@ from pallas_lsp.engine.binding.pipeline import emit_pipeline
 from pallas_lsp.engine.binding.scratch import run_scoped
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Array, Func, Seq, Value
+from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import UNKNOWN, Choice, Instance, ShapeDtype, StarUnknown, is_record
 
 if TYPE_CHECKING:
@@ -87,9 +88,73 @@ def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg]
     """`pl.pallas_call(kernel, ...)(*operands)`: the kernel runs with as many
     operands as the call passes (unknown when one is a `*args` of unknown length)."""
     host.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
-    run_kernel(host, pc, len(args) if not any(
-        isinstance(a.value, StarUnknown) for a in args) else None, frame)
+    n_args = len(args) if not any(isinstance(a.value, StarUnknown) for a in args) else None
+    known = operand_shapes(args) if n_args is not None else None
+    if known is not None:
+        nodes = tuple(a.node for a in args)
+        earlier = None if _changes_refs(pc, known) else _earlier_launch(host, pc)
+        if earlier is not None:
+            # The kernel would see the same Refs: the launch is recorded
+            # again with its operands (for the block and VMEM rules), not run.
+            host.events.launches.append(replace(earlier, operands=known, operand_nodes=nodes,
+                                                variant=getattr(host, "variant_label", "")))
+            return outputs(pc.out_shape)
+        # The kernel again, its Refs given the arrays' dtypes and shapes
+        # (once per distinct set of operands, a few per launch site).
+        runs = host.kernel_runs.get(("operands", pc.node_id), 0)
+        if runs < MAX_OPERAND_RUNS:
+            host.kernel_runs[("operands", pc.node_id)] = runs + 1
+            host.pending[:] = [(p, f) for p, f in host.pending if p is not pc]  # run here
+            pc = replace(pc, operands=known, operand_nodes=nodes,
+                         node_id=hash((pc.node_id, known, _config(pc))))
+    run_kernel(host, pc, n_args, frame)
     return outputs(pc.out_shape)
+
+
+def _changes_refs(pc: PallasCallable, known: tuple) -> bool:
+    """Whether the operands give an input Ref something it lacks without
+    them: a dtype, or (no in_specs: whole arrays) a shape. Scalar-prefetch
+    operands never do."""
+    n_pref = pc.num_prefetch
+    if n_pref is None:
+        return True
+    inputs = [sd for sd in known[n_pref:] if sd is not None]
+    return any(sd.dtype for sd in inputs) or (not pc.has_in_specs and bool(inputs))
+
+
+def _earlier_launch(host: LaunchHost, pc: PallasCallable):
+    """The launch this call site recorded with these specs, its kernel
+    already run; None when there is none."""
+    config = _config(pc)
+    for launch in reversed(host.events.launches):
+        if launch.node is pc.node and launch.operands is None and launch.bound and _config(
+                launch) == config:
+            return launch
+    return None
+
+
+MAX_OPERAND_RUNS = 8
+
+
+def _config(pc: PallasCallable):
+    """What else tells two calls of one launch site apart (a block size the
+    caller chose); id() for what cannot be hashed."""
+    out = []
+    for v in (pc.in_specs, pc.out_specs, pc.out_shape, pc.grid, pc.scratch):
+        try:
+            out.append(hash(v))
+        except TypeError:
+            out.append(id(v))
+    return tuple(out)
+
+
+def operand_shapes(args: list[Arg]) -> tuple | None:
+    """A ShapeDtype per operand whose shape or dtype is known (else None);
+    None when none is."""
+    out = tuple(ShapeDtype(shape=a.value.shape, dtype=a.value.dtype, decl=a.value.decl)
+                if isinstance(a.value, Array) and (a.value.shape is not None or a.value.dtype)
+                and a.value.sem is None else None for a in args)
+    return out if any(x is not None for x in out) else None
 
 
 def outputs(out_shape: Value, depth: int = 0) -> Value:

@@ -1,4 +1,5 @@
-"""`functools.partial` (and `jax.tree_util.Partial`, a pytree partial): of a
+"""`functools.partial` (and `jax.tree_util.Partial`, a pytree partial, and
+`jax.jit(f, ...)`, which calls as `f` does): of a
 user function (its bound arguments grow), of an API (`partial(pl.pallas_call,
 ...)`, a `PartialApi` that binding/decorators.py knows how to apply or call)
 or of each option of a Choice."""
@@ -21,8 +22,15 @@ if TYPE_CHECKING:
 PARTIALS = ("functools.partial", "jax.tree_util.Partial")
 
 
+# Wrappers whose result, called, runs the function with the same arguments
+# (`jax.jit(launcher, static_argnames=...)(x, block_rows=12)`).
+SAME_CALL = ("jax.jit",)
+
+
 def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
+    if name in SAME_CALL and args and isinstance(args[0].value, Func):
+        return args[0].value
     if name not in PARTIALS:
         return None
     if not args:

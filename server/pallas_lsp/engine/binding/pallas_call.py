@@ -18,7 +18,7 @@ from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Choice, GridSpec, Instance,
-                                      OperandDecl, Partial, StarUnknown)
+                                      OperandDecl, Partial, ShapeDtype, StarUnknown)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -43,6 +43,10 @@ class PallasCallable(Value):
     grid: Value = UNKNOWN
     compiler_params: Value | None = None
     backend: Value | None = None  # the `backend=` argument
+    # What the call passed, one per operand (a ShapeDtype where its shape or
+    # dtype is known, else None); None before the call is seen.
+    operands: tuple | None = None
+    operand_nodes: tuple = ()  # the call's argument nodes
 
     def describe(self) -> str:
         return "pallas_call"
@@ -126,7 +130,9 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     launch = Launch(api="pallas_call", node=pc.node, kernel=getattr(knode, "name", ""),
                     kernel_node=knode, bound=False, backend=be, in_specs=pc.in_specs,
                     out_specs=pc.out_specs, out_shape=pc.out_shape, scratch=pc.scratch,
-                    grid=pc.grid, compiler_params=pc.compiler_params)
+                    grid=pc.grid, compiler_params=pc.compiler_params,
+                    operands=pc.operands, operand_nodes=pc.operand_nodes,
+                    variant=getattr(host, "variant_label", ""))
     if backend.sparsecore_mesh(pc.compiler_params):  # kernel_type=KernelType.SC_...
         launch.core = backend.SPARSECORE
     host.events.launches.append(launch)
@@ -141,11 +147,12 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     inputs: list[Value] | None = None
     in_items = top_items(pc.in_specs, pc.has_in_specs)
     if in_items is not None:
-        inputs = [operand_value(s, None, f"input #{i} (in_specs[{i}])", False)
+        inputs = [operand_value(s, operand(pc, n_pref, i), f"input #{i} (in_specs[{i}])", False)
                   for i, s in enumerate(in_items)]
     elif not pc.has_in_specs and n_args is not None and n_pref is not None:
         inputs = [Ref(origin=f"input #{i} (whole array, no in_specs)", space=Space.VMEM,
-                      decl=OperandDecl(pc.node, n_pref + i, pc.node))
+                      decl=OperandDecl(pc.node, n_pref + i, pc.node),
+                      **whole_array(operand(pc, n_pref, i)))
                   for i in range(n_args - n_pref)]
     # Outputs: one per top-level out_shape item, described by out_specs.
     outputs: list[Value] | None = None
@@ -217,6 +224,19 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
 
 
 MAX_KERNELS_PER_SITE = 8
+
+
+def operand(pc: PallasCallable, n_pref: int | None, i: int) -> ShapeDtype | None:
+    """The shape and dtype of input `i` (after the scalar-prefetch ones),
+    when the call passed an array the engine knows."""
+    if pc.operands is None or n_pref is None or n_pref + i >= len(pc.operands):
+        return None
+    return pc.operands[n_pref + i]
+
+
+def whole_array(sd: ShapeDtype | None) -> dict:
+    """A whole-array input Ref's shape and dtype (no in_specs)."""
+    return {} if sd is None else {"shape": sd.shape, "dtype": sd.dtype}
 
 
 def _kernel_identity(kernel: Value, module_scope=None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import apis, pyops, variants
-from pallas_lsp.engine.apis import kernels
+from pallas_lsp.engine.apis import arrays, kernels
 from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.binding.inherited import DeferredLauncher, InheritedLauncher
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
@@ -495,7 +495,7 @@ class CallsMixin:
             if bound.name == "transpose":
                 return as_view(obj, None, self.segment(node))
         if isinstance(obj, Array):
-            return Array(origin=obj.origin)
+            return arrays.method(obj, bound.name, args, kwargs, node)
         return UNKNOWN
 
     def call_api(self, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,

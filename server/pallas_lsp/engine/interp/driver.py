@@ -129,6 +129,7 @@ class DriverMixin:
                     self._run_escaped(frame)
                 self.variant = 0
                 self.pins = {}
+            self._run_test_cases(functions, relevant, frame)
         except Budget:
             self.events.truncated.add(-1)  # every kernel
             self.incomplete = (f"the analysis stopped after {MAX_STEPS:,} steps (the file is very "
@@ -138,6 +139,22 @@ class DriverMixin:
         finally:
             sys.setrecursionlimit(old)
             scopes_made.scopes = outer
+
+    def _run_test_cases(self, functions, relevant, frame: Frame) -> None:
+        """A parametrized test once per literal case (variants.parametrize_cases),
+        its parameters bound to the case's values: the arrays it builds from
+        them reach the launches it makes."""
+        for node in functions:
+            if id(node) not in relevant:
+                continue
+            for n, (label, case) in enumerate(variants.parametrize_cases(node), start=1):
+                fixed = {**self._method_self(node),
+                         **{k: self.eval(v, frame) for k, v in case.items()}}
+                self.variant, self.variant_label = (id(node), "case", n), label
+                self._drive(Func(node=node, scope=self.module_scope), fixed, frame)
+                self._flush_pending()
+                self._run_escaped(frame)
+        self.variant, self.variant_label = 0, ""
 
     def same_kernel_run(self, kernel: Func, args: list, kwargs: dict, backend_name: str,
                         frame: Frame) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import api, pyops
+from pallas_lsp.engine.apis import arrays
 from pallas_lsp.engine.binding.shapes import index_shape, slice_value, window_overflow
 from pallas_lsp.engine.binding.specs import SpecHolder, SpecInit
 from pallas_lsp.engine.events import Arg, KernelOp, RefAccess, Window
@@ -95,9 +96,8 @@ class ExpressionsMixin:
                 return Bound(obj=base, name=attr)
             return UNKNOWN
         if isinstance(base, Array) and attr in ("shape", "dtype", "ndim", "size"):
-            if attr == "shape" and base.shape is not None and None not in base.shape:
-                return Const(value=tuple(base.shape))
-            return UNKNOWN
+            known = arrays.attribute(base, attr)
+            return known if known is not None else UNKNOWN
         if isinstance(base, Array):
             return Bound(obj=base, name=attr)  # x.astype(...), x.sum() → Array
         return UNKNOWN

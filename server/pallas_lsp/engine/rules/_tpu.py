@@ -12,7 +12,7 @@ import ast
 
 from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.events import Launch
-from pallas_lsp.engine.model import Const, Seq, Space
+from pallas_lsp.engine.model import Const, Related, Seq, Space
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.tpu import DEFAULT_SCOPED_VMEM, GENERATIONS, fmt_bytes
 from pallas_lsp.engine import vmem
@@ -23,9 +23,27 @@ BLOCK_SPACES = (None, Space.VMEM)
 
 def tpu_launches(events) -> list[Launch]:
     """TensorCore launches: a SparseCore has its own lowering (it sorts, scans,
-    adds by DMA and tiles differently), so these rules do not judge it."""
-    return [la for la in events.launches if la.api == "pallas_call" and la.backend == "tpu"
-            and la.core != SPARSECORE and la.node is not None]
+    adds by DMA and tiles differently), so these rules do not judge it. A
+    launch run before its operands were seen is left out where the same
+    call with the same specs ran again with them (it knows less)."""
+    out = [la for la in events.launches if la.api == "pallas_call" and la.backend == "tpu"
+           and la.core != SPARSECORE and la.node is not None]
+    seen = {_config(la) for la in out if la.operands is not None}
+    return [la for la in out if la.operands is not None or _config(la) not in seen] \
+        if seen else out
+
+
+def _config(la: Launch):
+    return (id(la.node), _key(la.in_specs), _key(la.out_specs), _key(la.out_shape),
+            _key(la.grid), _key(la.scratch))
+
+
+def _key(v):
+    try:
+        hash(v)
+    except TypeError:
+        return id(v)
+    return v
 
 
 def tpu_kernel_ids(events) -> set[int]:
@@ -44,6 +62,58 @@ def items(v) -> list | None:
 
 def known_shape(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+# ---------------------------------------------------------------- operands
+
+
+def input_arrays(launch: Launch, n: int) -> list:
+    """What the call passed for each of the `n` in_specs entries: a
+    ShapeDtype where the array is known, else None. The scalar-prefetch
+    operands come first, so the inputs are the call's last `n`."""
+    ops = launch.operands
+    if ops is None or len(ops) < n:
+        return [None] * n
+    return list(ops[len(ops) - n:])
+
+
+def operand_name(launch: Launch, index: int, n: int, text) -> str:
+    """The source text of the call's argument for in_specs[index]."""
+    nodes = launch.operand_nodes
+    j = len(nodes) - n + index
+    node = nodes[j] if 0 <= j < len(nodes) else None
+    return text(node) if node is not None else f"input #{index}"
+
+
+def array_text(sd) -> str:
+    dims = ", ".join("?" if d is None else str(d) for d in sd.shape) if sd.shape is not None \
+        else "?"
+    return f"{sd.dtype or '?'}[{dims}]"
+
+
+def caller_related(ctx, launch: Launch, sd, name: str) -> tuple:
+    """Where the array that decides a finding was made, and in which test
+    case (parametrize variant) the launch ran with it."""
+    decl = getattr(sd, "decl", None)
+    if decl is None:
+        return ()
+    case = f" ({launch.variant})" if launch.variant else ""
+    return (Related(ctx.span(decl), f"{name}: {array_text(sd)} is made here{case}"),)
+
+
+def kernel_caller(ctx, kernel_id: int, dtypes) -> tuple:
+    """Related information for a finding in a kernel that is about a dtype:
+    the array of that dtype a launch of the kernel was given, where it was
+    made and in which test case."""
+    for la in ctx.events.launches:
+        if la.kernel_id != kernel_id or not la.operands:
+            continue
+        for j, sd in enumerate(la.operands):
+            if sd is not None and sd.dtype in dtypes and sd.decl is not None:
+                node = la.operand_nodes[j] if j < len(la.operand_nodes) else None
+                name = ctx.text(node) if node is not None else f"operand #{j}"
+                return caller_related(ctx, la, sd, name)
+    return ()
 
 
 # ---------------------------------------------------------------- source
@@ -305,6 +375,7 @@ def launch_vmem(launch: Launch) -> LaunchVmem | None:
         return None
     dims = _grid_dims(launch)
     needs: list[vmem.Need] = []
+    passed = input_arrays(launch, len(ins))
     for key, specs in (("in_specs", ins), ("out_specs", outs)):
         for i, spec in enumerate(specs):
             if spec is None or (isinstance(spec, Const) and spec.value is None):
@@ -313,14 +384,13 @@ def launch_vmem(launch: Launch) -> LaunchVmem | None:
                 return None
             if spec.space not in BLOCK_SPACES:
                 continue  # ANY / HBM / SMEM: not in scoped VMEM
-            array = None
+            array = passed[i] if key == "in_specs" else None
             if key == "out_specs" and shapes is not None and len(shapes) == len(outs) \
                     and isinstance(shapes[i], ShapeDtype):
                 array = shapes[i]
             needs.append(_block_need(launch, key, i, len(specs), spec, array, dims))
     if whole_inputs:
-        needs.append(vmem.Need("inputs", "operand", None, None, 1,
-                               "no in_specs: each whole, once"))
+        needs.extend(_whole_inputs(launch))
     scratch = items(launch.scratch) or []
     names = _scratch_params(launch.kernel_node, len(scratch))
     for i, alloc in enumerate(scratch):
@@ -345,6 +415,16 @@ def launch_vmem(launch: Launch) -> LaunchVmem | None:
     else:
         limits, set_limit = {g: limit for g in DEFAULT_SCOPED_VMEM}, limit
     return LaunchVmem(launch, vmem.estimate(needs), limits, set_limit)
+
+
+def _whole_inputs(launch: Launch) -> list:
+    """No in_specs: each operand is a whole array in VMEM, once; known
+    when the call's arrays are (all of them)."""
+    ops = launch.operands
+    if ops and _keyword(launch.node, "grid_spec") is None and all(sd is not None and known_shape(sd.shape) and sd.dtype for sd in ops):
+        return [vmem.Need(f"input #{i}", "operand", tuple(sd.shape), sd.dtype, 1,
+                          "no in_specs: whole array, once") for i, sd in enumerate(ops)]
+    return [vmem.Need("inputs", "operand", None, None, 1, "no in_specs: each whole, once")]
 
 
 def vmem_rows(events) -> list[LaunchVmem]:

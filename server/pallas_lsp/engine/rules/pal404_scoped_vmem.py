@@ -2,7 +2,7 @@
 every default generation (v5e, v6e), even at the least the compiler can need
 (engine/vmem.py, through _tpu.launch_vmem)."""
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import tpu_launches, launch_vmem
+from pallas_lsp.engine.rules._tpu import caller_related, launch_vmem, operand_name, tpu_launches
 from pallas_lsp.engine.tpu import DEFAULT_GENERATIONS, fmt_bytes
 
 CODE = "PAL404"
@@ -29,4 +29,13 @@ def check(ctx: Context):
                      f"Use smaller blocks, or raise `vmem_limit_bytes` in "
                      f"`pltpu.CompilerParams`."),
             span=ctx.span(launch.node.func if hasattr(launch.node, "func") else launch.node),
+            related=_operands(ctx, launch),
         )
+
+
+def _operands(ctx: Context, launch) -> tuple:
+    """Where the arrays the estimate counted were made (and in which case)."""
+    ops = launch.operands or ()
+    return tuple(r for j, sd in enumerate(ops) if sd is not None
+                 for r in caller_related(ctx, launch, sd, operand_name(launch, j, len(ops),
+                                                                       ctx.text)))[:2]

@@ -2,7 +2,7 @@
 no float16 vectors on any generation)."""
 from pallas_lsp.engine.model import Ref, Space
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import tpu_kernel_ids
+from pallas_lsp.engine.rules._tpu import kernel_caller, tpu_kernel_ids
 
 CODE = "PAL405"
 MESSAGE = "Invalid vector type for load"
@@ -23,4 +23,5 @@ def check(ctx: Context):
                      f"has no float16 vectors (v4, v5e, v5p and v6e refuse it; TPU interpret "
                      f"mode runs it). Use bfloat16, or convert outside the kernel."),
             span=ctx.span(acc.node),
+            related=kernel_caller(ctx, acc.kernel_id, ("float16",)),
         )
