@@ -15,9 +15,7 @@
 #   log.txt                   jax.devices(), each step's exit code, time and output
 #   device run, carry .whl-tpu:  bash benchmarks/tpu_chip/run_issue33.sh
 set -u
-PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile \
-  --no-cache-dir --upgrade --target /tmp/site .whl-tpu/*.whl || exit 1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/site PATH=$PATH:/tmp/site/bin PYTHONUNBUFFERED=1
+. benchmarks/tpu_chip/_install.sh
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; T0=$(date +%s)

@@ -5,9 +5,7 @@
 # in tests/runs/data/ and replayed by tests/runs/test_chip_replay.py.
 #   device run, carry .whl-tpu:  bash benchmarks/tpu_chip/run_on_chip.sh
 set -u
-PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile \
-  --no-cache-dir --upgrade --target /tmp/site .whl-tpu/*.whl || exit 1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/site PATH=$PATH:/tmp/site/bin PYTHONUNBUFFERED=1
+. benchmarks/tpu_chip/_install.sh
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -c 'import jax; print(jax.devices())' >"$OUT/devices.txt" 2>&1

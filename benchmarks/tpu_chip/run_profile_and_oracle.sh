@@ -10,9 +10,7 @@
 #   device run, carry .whl-tpu:  START=0 BUDGET=420 bash benchmarks/tpu_chip/run_profile_and_oracle.sh
 # (SKIP_PROFILE=1 for the fixtures alone)
 set -u
-PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile \
-  --no-cache-dir --upgrade --target /tmp/site .whl-tpu/*.whl || exit 1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/site PATH=$PATH:/tmp/site/bin PYTHONUNBUFFERED=1
+. benchmarks/tpu_chip/_install.sh
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 START=${START:-0}; BUDGET=${BUDGET:-420}
