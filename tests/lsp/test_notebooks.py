@@ -226,9 +226,11 @@ async def test_hover_inlay_hints_and_tokens_in_a_cell():
         hints = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
             text_document=types.TextDocumentIdentifier(uri=nb.uri_of(K)),
             range=types.Range(types.Position(0, 0), types.Position(5, 0))))
-        # after each kernel parameter, on the def line of the cell
+        # after each kernel parameter, on the def line of the cell (the output's
+        # shape and dtype come from out_shape)
         assert [(h.label, h.position) for h in hints] == [
-            (": Ref[ANY]", nb.position(K, ", o_ref")), (": Ref[ANY]", nb.position(K, ", sem")),
+            (": Ref[ANY]", nb.position(K, ", o_ref")),
+            (": Ref[ANY f32[8,128]]", nb.position(K, ", sem")),
             (": DMA sem ()", nb.position(K, "):"))]
 
         tokens = await s.client.text_document_semantic_tokens_full_async(
