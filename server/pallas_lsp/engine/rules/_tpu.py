@@ -290,10 +290,14 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
     dtype = array.dtype if array is not None else None
     ashape = array.shape if array is not None and known_shape(array.shape) else None
     # (squeezed dims are not in the Spec's block_shape; None there is unknown)
-    block = spec.block_shape if spec.block_shape is not None else ashape
+    decl = spec.decl if spec.decl is not None else spec_node(launch, key, i)
+    # A block_shape written but not understood (a name of unknown value, the old
+    # `BlockSpec(index_map, block_shape)` order) is unknown, not the whole array.
+    written = isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec" \
+        and _arg(decl, 0, "block_shape") is not None
+    block = spec.block_shape if spec.block_shape is not None else (None if written else ashape)
     if block is not None and not known_shape(block):
         block = None
-    decl = spec.decl if spec.decl is not None else spec_node(launch, key, i)
     if spec.block_shape is None and isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec" \
             and _arg(decl, 0, "block_shape") is None:
         whole = True  # BlockSpec(memory_space=...): the whole array
