@@ -209,3 +209,40 @@ def test_a_block_expecting_the_floors_own_message_hides_it():
     block = "pytest.raises(ValueError, match='arguments must be Refs')"
     found = codes("import pytest\n" + FLOOR.format(src="[...]", priority="", block=block))
     assert "PAL101" not in found
+
+
+def test_an_unreadable_block_shape_is_not_the_whole_array():
+    """The old `BlockSpec(index_map, block_shape)` order (jax < 0.4.31) written in a
+    test: the block is unknown, so no VMEM figure (it used to count the whole
+    32 x 1024 x 1024 array, 128 MiB, and report PAL404)."""
+    body = '''
+def kernel(x_ref, y_ref):
+    y_ref[...] = x_ref[...] + 1.0
+
+x = jnp.ones((32, 1024, 1024))
+y = pl.pallas_call(kernel, out_shape=x, grid=(x.shape[0],),
+                   in_specs=[pl.BlockSpec({first}, {second})],
+                   out_specs=pl.BlockSpec({first}, {second}))(x)
+'''
+    assert codes(body.format(first="lambda i: (i, 0, 0)", second="(None, 1024, 1024)")) == []
+    # today's order, blocks of the whole array: the estimate is over every limit
+    assert codes(body.format(first="(32, 1024, 1024)", second="lambda i: (0, 0, 0)")) \
+        == ["PAL404"]
+
+
+def test_a_sparsecore_gather_through_an_index_array_is_not_a_shape_mismatch():
+    gather = '''
+x = jnp.arange(8, dtype=jnp.int32)
+idx = jax.random.permutation(jax.random.key(0), x)  # shape unknown to the engine
+
+@functools.partial(pl.pallas_call, out_shape=jax.ShapeDtypeStruct((2, 8), jnp.int32),
+                   in_specs=(pl.BlockSpec(memory_space=pltpu.HBM),
+                             pl.BlockSpec(memory_space=pltpu.VMEM)),
+                   compiler_params=pltpu.CompilerParams(
+                       kernel_type=pltpu.KernelType.SC_VECTOR_SUBCORE))
+def kernel(x_hbm_ref, indices_ref, o_ref):
+    pltpu.sync_copy(x_hbm_ref.at[indices_ref[...]], o_ref.at[0])
+
+kernel(x, idx)
+'''
+    assert "PAL305" not in codes(gather)
