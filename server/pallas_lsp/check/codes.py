@@ -92,7 +92,7 @@ TOOL_CODES: dict[str, ToolCode] = {c.code: c for c in (
         "names.",
         "The message is the compiler's own text, placed on the `pallas_call` (or the line "
         "the compiler names).",
-        "Read the compiler's message; `pallas-lsp rule PAL401` to `PAL406` describe the "
+        "Read the compiler's message; `pallas-lsp rule PAL401` to `PAL407` describe the "
         "reasons pallas-lsp knows.", "run"),
 )}
 
