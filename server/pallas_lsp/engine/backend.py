@@ -13,9 +13,9 @@ import ast
 import re
 import sys
 
-from pallas_lsp.engine.events import Events
+from pallas_lsp.engine.events import Events, code_events, without_kernels
 from pallas_lsp.engine.model import Api, Const, Seq, Value
-from pallas_lsp.engine.records import frozen, replace
+from pallas_lsp.engine.records import frozen
 
 TPU, GPU, TRITON = "tpu", "gpu", "triton"
 SPARSECORE = "sparsecore"  # a TPU's SparseCore (its own lowering rules), not its TensorCore
@@ -31,10 +31,17 @@ class Hint(Value):
 
 
 def sparsecore_mesh(v: Value | None) -> bool:
-    """A SparseCore mesh, or a list of meshes with one (`mesh=[scs, vec]`)."""
+    """A SparseCore mesh, or a list of meshes with one (`mesh=[scs, vec]`), or
+    compiler params naming a SparseCore kernel type (`kernel_type=SC_...`)."""
     if isinstance(v, Hint):
         return v.core == SPARSECORE
     return isinstance(v, Seq) and any(sparsecore_mesh(x) for x in v.items)
+
+
+def sparsecore_kernels(events: Events) -> set[int]:
+    """The kernels launched on a SparseCore, whose lowering differs from the
+    TensorCore's (gathers, `add=True` DMAs, its own tiling)."""
+    return {la.kernel_id for la in events.launches if la.core == SPARSECORE and la.kernel_id}
 
 
 def of_api(name: str) -> str | None:
@@ -160,22 +167,10 @@ def _top_level(tree: ast.Module):
 
 
 def tpu_only(events: Events, kernel_backend: dict[int, str], file_backend: str) -> Events:
-    """The events of TPU kernels (and, outside any kernel, of TPU files)."""
+    """The events of TPU kernels (and, outside any kernel, of TPU files): code
+    seen inside a GPU kernel is GPU code, also where it ran on its own."""
     if file_backend == TPU and all(b == TPU for b in kernel_backend.values()):
         return events
-    groups = (events.dmas, events.sem_ops, events.accesses, events.scoped, events.rolls)
-    # Code seen inside a GPU kernel is GPU code, also where it was run on
-    # its own, outside any launch (kernel 0).
-    gpu_nodes = {id(e.node) for group in groups for e in group
-                 if e.kernel_id and kernel_backend.get(e.kernel_id, file_backend) != TPU}
-
-    def keep(e) -> bool:
-        if e.kernel_id:
-            return kernel_backend.get(e.kernel_id, file_backend) == TPU
-        return file_backend == TPU and id(e.node) not in gpu_nodes
-
-    return replace(events, dmas=[e for e in events.dmas if keep(e)],
-                   sem_ops=[e for e in events.sem_ops if keep(e)],
-                   accesses=[e for e in events.accesses if keep(e)],
-                   scoped=[e for e in events.scoped if keep(e)],
-                   rolls=[e for e in events.rolls if keep(e)])
+    others = {e.kernel_id for group in code_events(events) for e in group
+              if e.kernel_id and kernel_backend.get(e.kernel_id, file_backend) != TPU}
+    return without_kernels(events, others, keep_free=file_backend == TPU)

@@ -7,7 +7,7 @@ import ast
 from dataclasses import field
 
 from pallas_lsp.engine.model import Value
-from pallas_lsp.engine.records import record
+from pallas_lsp.engine.records import record, replace
 
 
 @record
@@ -194,6 +194,34 @@ class Events:
     windows: list[Window] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)
+
+
+def code_events(events: Events) -> tuple[list, ...]:
+    """The groups of events kernel code makes (each has `kernel_id` and `node`)."""
+    return (events.dmas, events.sem_ops, events.accesses, events.scoped, events.rolls,
+            events.kernel_ops)
+
+
+def without_kernels(events: Events, dropped: set[int], keep_free: bool = True) -> Events:
+    """The events with the code of the `dropped` kernels left out. Code the
+    engine ran on its own (kernel 0, before a launch reached it) goes too when
+    a dropped kernel runs it and no kept one does; all of it when not
+    `keep_free`. Launches are left as they are."""
+    groups = code_events(events)
+    kept = {id(e.node) for g in groups for e in g if e.kernel_id and e.kernel_id not in dropped}
+    theirs = {id(e.node) for g in groups for e in g if e.kernel_id in dropped} - kept
+
+    def keep(e) -> bool:
+        if e.kernel_id:
+            return e.kernel_id not in dropped
+        return keep_free and id(e.node) not in theirs
+
+    return replace(events, dmas=[e for e in events.dmas if keep(e)],
+                   sem_ops=[e for e in events.sem_ops if keep(e)],
+                   accesses=[e for e in events.accesses if keep(e)],
+                   scoped=[e for e in events.scoped if keep(e)],
+                   rolls=[e for e in events.rolls if keep(e)],
+                   kernel_ops=[e for e in events.kernel_ops if keep(e)])
 
 
 def pick(args: list[Arg], kwargs: dict[str, Arg], index: int, keyword: str) -> Arg | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
-from pallas_lsp.engine.events import Events, Launch
+from pallas_lsp.engine.events import Events, Launch, without_kernels
 from pallas_lsp.engine.records import replace
 
 # unittest / absltest (`assertRaises`, `assertRaisesRegex`, absl's
@@ -45,10 +45,6 @@ def expected_pattern(node: ast.With | ast.AsyncWith) -> str | None:
         if name in _PYTEST and (isinstance(f, ast.Name) or _is_pytest(f.value)):
             return _valid(_literal(_keyword(call, "match")))
     return None
-
-
-def expects_raise(node: ast.With | ast.AsyncWith) -> bool:
-    return expected_pattern(node) is not None
 
 
 def _keyword(call: ast.Call, name: str) -> ast.AST | None:
@@ -105,11 +101,11 @@ def _called_only_inside(tree: ast.Module) -> dict[int, str]:
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        blocks = [w for w in _own(fn) if isinstance(w, (ast.With, ast.AsyncWith))
-                  and expects_raise(w)]
+        blocks = [(w, pattern) for w in _own(fn) if isinstance(w, (ast.With, ast.AsyncWith))
+                  and (pattern := expected_pattern(w)) is not None]
         if not blocks:
             continue
-        inside = {id(n): expected_pattern(w) for w in blocks for n in ast.walk(w)}
+        inside = {id(n): pattern for w, pattern in blocks for n in ast.walk(w)}
         called_in: dict[str, str] = {}
         called_out: set[str] = set()
         kernels: dict[str, ast.AST] = {}
@@ -167,30 +163,12 @@ def expected_defs(events: Events) -> list[tuple[ast.AST, str]]:
 
 
 def without_expected(events: Events) -> Events:
-    """The events with those of expected-to-fail kernels left out."""
+    """The events with those of expected-to-fail kernels left out (and the
+    code they ran on its own before a launch reached it)."""
     ids = expected_kernels(events)
     if not ids and not any(la.expects_error for la in events.launches):
         return events
-
-    groups = (events.dmas, events.sem_ops, events.accesses, events.scoped, events.rolls,
-              events.kernel_ops)
-    # Code run on its own (kernel 0, before any launch reached it) that the
-    # expected-to-fail kernel runs is that kernel's code, unless a judged
-    # kernel runs it as well.
-    judged = {id(e.node) for g in groups for e in g if e.kernel_id and e.kernel_id not in ids}
-    theirs = {id(e.node) for g in groups for e in g if e.kernel_id in ids} - judged
-
-    def keep(e) -> bool:
-        if e.kernel_id:
-            return e.kernel_id not in ids
-        return id(e.node) not in theirs
-
-    return replace(events, dmas=[e for e in events.dmas if keep(e)],
-                   sem_ops=[e for e in events.sem_ops if keep(e)],
-                   accesses=[e for e in events.accesses if keep(e)],
-                   scoped=[e for e in events.scoped if keep(e)],
-                   rolls=[e for e in events.rolls if keep(e)],
-                   kernel_ops=[e for e in events.kernel_ops if keep(e)],
+    return replace(without_kernels(events, ids),
                    launches=[la for la in events.launches if not la.expects_error])
 
 

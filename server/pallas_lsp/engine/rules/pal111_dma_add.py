@@ -4,7 +4,7 @@ Only TensorCore kernels are judged: SparseCore's lowering accepts `add=True`
 for some copies (between VMEM and shared VMEM, with indirect offsets). A DMA
 the engine saw outside any launch is not judged in a file that uses
 SparseCore, where it may well be SparseCore code."""
-from pallas_lsp.engine.backend import SPARSECORE
+from pallas_lsp.engine.backend import sparsecore_kernels
 from pallas_lsp.engine.rules._base import Const, Context, Finding
 
 CODE = "PAL111"
@@ -12,8 +12,7 @@ MESSAGE = "DMA partial discharge add=True not yet implemented."
 
 
 def check(ctx: Context):
-    sparsecore = {la.kernel_id for la in ctx.events.launches
-                  if la.core == SPARSECORE and la.kernel_id}
+    sparsecore = sparsecore_kernels(ctx.events)
     sc_file = "tpu_sc" in ctx.src.text or bool(sparsecore)
     for call in ctx.events.dmas:
         if call.kernel_id in sparsecore or (not call.kernel_id and sc_file):

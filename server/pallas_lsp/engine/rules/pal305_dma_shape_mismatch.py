@@ -1,7 +1,7 @@
 """PAL305: a DMA whose source and destination differ in size or dtype."""
 import math
 
-from pallas_lsp.engine.backend import SPARSECORE
+from pallas_lsp.engine.backend import sparsecore_kernels
 from pallas_lsp.engine.model import fmt_shape
 from pallas_lsp.engine.rules._base import Context, Finding, Ref
 
@@ -16,8 +16,7 @@ def _known(shape) -> bool:
 def check(ctx: Context):
     # A SparseCore DMA gathers and scatters through index Refs and arrays
     # (`x.at[indices]`), whose windows the engine does not size: not judged.
-    sparsecore = {la.kernel_id for la in ctx.events.launches
-                  if la.core == SPARSECORE and la.kernel_id}
+    sparsecore = sparsecore_kernels(ctx.events)
     for call in ctx.events.dmas:
         if not (call.started or call.waited) or not call.src.present or not call.dst.present:
             continue
