@@ -48,13 +48,17 @@ _PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}")
 _TOP_STR_KEYS = ("code", "name", "summary", "exception", "phase",
                  "severity", "fix_safety")
 _TOP_KEYS = frozenset(_TOP_STR_KEYS) | {"jax_message", "jax_behaviour", "related",
-                                        "also_matches", "raised_at", "doc"}
+                                        "also_matches", "raised_at", "doc", "on_tpu"}
 # Codes whose entries must describe JAX's behaviour in `jax_behaviour` (protocol
 # mistakes JAX does not raise for: it hangs, drops, prints or logs).
 _BEHAVIOUR_PREFIXES = ("PAL3",)
 _RAISED_KEYS = ("file", "function", "line", "jax_version")
 _DOC_STR_KEYS = ("what", "why", "fix", "before", "after")
 _DOC_KEYS = frozenset(_DOC_STR_KEYS) | {"causes"}
+# `[on_tpu]`: what a real chip did with the rule's buggy kernels (optional).
+TPU_OUTCOMES = frozenset({"error", "hang", "core-halt", "wrong-result", "runs"})
+_TPU_KEYS = frozenset({"generation", "jax_version", "date", "outcomes", "message", "note",
+                       "record"})
 
 
 class CatalogError(ValueError):
@@ -68,6 +72,29 @@ def _fragments(template: str) -> list[str]:
 
 def _template_regex(template: str) -> str:
     return ".+?".join(re.escape(p) for p in _PLACEHOLDER_RE.split(template))
+
+
+@dataclass(frozen=True)
+class TpuRecord:
+    """What the rule's buggy kernels did on a real TPU, measured (not predicted)."""
+
+    generation: str  # "v5e"
+    jax_version: str
+    date: str
+    outcomes: tuple[str, ...]  # of TPU_OUTCOMES, one per kind of result seen
+    message: str  # the chip's words (a fragment), "" when it raised nothing
+    note: str
+    record: str  # the recording in this repository that backs the claim
+
+    def to_markdown(self) -> str:
+        said = ", ".join(o.replace("-", " ") for o in self.outcomes)
+        out = [f"Measured on a TPU {self.generation} chip (jax {self.jax_version}, {self.date}): "
+               f"{said}."]
+        if self.message:
+            out += ["", "```", self.message, "```"]
+        if self.note:
+            out += ["", self.note]
+        return "\n".join(out)
 
 
 @dataclass(frozen=True)
@@ -95,6 +122,7 @@ class Entry:
     # What JAX does (measured) when it does not raise: hangs, drops, prints, logs.
     # Required for PAL3xx and for every entry whose `jax_message` is empty.
     jax_behaviour: str = ""
+    on_tpu: TpuRecord | None = None
 
     # ------------------------------------------------------------ matching
 
@@ -155,6 +183,8 @@ class Entry:
             out += ["## JAX's message", "", "```", self.jax_message, "```", ""]
         if self.jax_behaviour:
             out += ["## What JAX does", "", self.jax_behaviour, ""]
+        if self.on_tpu is not None:
+            out += ["## On a real TPU", "", self.on_tpu.to_markdown(), ""]
         if self.also_matches:
             out += ["Also reported as:", ""]
             for m in self.also_matches:
@@ -318,7 +348,25 @@ def parse_entry(data: bytes | str, source: str, stem: str | None = None) -> Entr
         before=block("before").rstrip(),
         after=block("after").rstrip(),
         jax_behaviour=behaviour,
+        on_tpu=_tpu_record(t, source),
     )
+
+
+def _tpu_record(t: dict[str, Any], source: str) -> TpuRecord | None:
+    if "on_tpu" not in t:
+        return None
+    tpu = _need(t, "on_tpu", dict, "", source)
+    _check_keys(tpu, _TPU_KEYS, "[on_tpu]", source)
+    outcomes = _str_list(tpu, "outcomes", "[on_tpu].", source)
+    bad = [o for o in outcomes if o not in TPU_OUTCOMES]
+    if not outcomes or bad:
+        raise CatalogError(f"{source}: [on_tpu].outcomes must be some of "
+                           f"{', '.join(sorted(TPU_OUTCOMES))}, got {list(outcomes)}")
+    text = {k: _need(tpu, k, str, "[on_tpu].", source).strip()
+            for k in ("generation", "jax_version", "date", "record")}
+    opt = {k: (_need(tpu, k, str, "[on_tpu].", source).strip() if k in tpu else "")
+           for k in ("message", "note")}
+    return TpuRecord(outcomes=outcomes, **text, **opt)
 
 
 def _parse_all(files: Iterable[tuple[str, str, bytes]]) -> dict[str, Entry]:

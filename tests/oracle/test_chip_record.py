@@ -93,3 +93,70 @@ def test_every_recorded_fixture_ran_without_interpret_mode():
     dict of modes and ran interpreted, so it was dropped, not reported."""
     for name, r in RECORDS.items():
         assert r["interpret_replaced"] or r["status"] == "skipped", name
+
+
+# ---------------------------------------------------------------- the catalog's claims
+
+COMPILE_RECORD = HERE.parent / "compile" / "data" / "chip_v5e_compile.jsonl"
+MIXED_COMPILE = {"bug_float16_scratch_store": "PAL405", "bug_int8_block_rows": "PAL401",
+                 "bug_uint8_floordiv": "PAL403"}
+
+
+def _outcome(r: dict) -> str:
+    if r["status"] == "hang":
+        return "hang"
+    if r["status"] == "error":
+        return "core-halt" if "Core halted unexpectedly" in (r.get("error") or "") else "error"
+    modes = (r.get("result") or {}).values()
+    return "wrong-result" if any(not m.get("ok") for m in modes) else "runs"
+
+
+def _chip_bugs() -> dict[str, list[tuple[str, str]]]:
+    """code -> [(outcome, error text)] of every buggy kernel run on the chip."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for name, r in RECORDS.items():
+        file = name.split("/")[1]
+        if r["status"] == "skipped" or file.startswith("neg") or file.endswith("_fixed.py"):
+            continue
+        out.setdefault(file[:6].upper(), []).append((_outcome(r), r["error"]))
+    for r in map(json.loads, COMPILE_RECORD.read_text().splitlines()):
+        module, case = r["case"].split(".")
+        if case.startswith("bug_"):
+            code = MIXED_COMPILE[case] if module == "pal4_compile_codes" else module[:6].upper()
+            out.setdefault(code, []).append(("error" if r["status"] == "error" else "runs",
+                                             r["message"]))
+    return out
+
+
+CHIP_BUGS = _chip_bugs()
+
+
+def test_the_beyond_fixtures_ran_on_the_chip():
+    assert {c for c in CHIP_BUGS if c.startswith("PAL3")} >= {"PAL301", "PAL302", "PAL303",
+                                                              "PAL304", "PAL305", "PAL306"}
+
+
+@pytest.mark.parametrize("code", sorted(CHIP_BUGS))
+def test_every_rule_the_chip_ran_states_what_it_did_in_the_catalog(code):
+    """The catalog's [on_tpu] table says what the recording shows: the same
+    kinds of outcome, and its message fragment in every error the chip raised."""
+    entry = catalog.get(code)
+    assert entry is not None and entry.on_tpu is not None, code
+    seen = CHIP_BUGS[code]
+    assert set(entry.on_tpu.outcomes) == {o for o, _ in seen}, (code, seen)
+    assert (HERE.parents[1] / entry.on_tpu.record).is_file()
+    if entry.on_tpu.message:
+        for outcome, text in seen:
+            if outcome in ("error", "core-halt"):
+                assert entry.on_tpu.message in text, (code, text[:200])
+
+
+def test_fixed_twins_of_the_beyond_fixtures_run_on_the_chip_with_right_results():
+    """Their results match within the chip's float precision (two twins with a
+    matmul differ from numpy by under 1e-4 and fail the fixture's exact check)."""
+    for name, r in RECORDS.items():
+        if name.startswith("beyond/") and (name.endswith("_fixed.py") or "/neg_" in name) \
+                and r["status"] != "skipped":
+            assert r["status"] == "ok", name
+            for mode, res in (r["result"] or {}).items():
+                assert not res["nan"] and res["max_abs_err"] < 1e-3, (name, mode, res)

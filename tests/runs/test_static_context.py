@@ -229,3 +229,41 @@ def test_a_semaphore_wait_hang_lands_on_the_wait_the_interpreter_does_not_name(t
     assert (d.code, d.span.line + 1) == ("PAL902", line_of(test, "pl.semaphore_wait(sem, 2)"))
     assert "hung in kernel `sem_kernel`" in d.message and "semaphore wait" in d.message
     assert any(r.message == "the test was waiting for the kernel here" for r in d.related)
+
+
+def _chip_halt_failure(test_file: Path) -> dict:
+    """The failure a TPU v5e chip raised for a DMA started and never waited
+    (tests/oracle/data/chip_v5e.jsonl, beyond/pal302_direct.py), as the child
+    reports it from the test's frame."""
+    import json
+    record = Path(__file__).resolve().parents[1] / "oracle" / "data" / "chip_v5e.jsonl"
+    row = next(r for r in map(json.loads, record.read_text().splitlines())
+               if r["fixture"] == "beyond/pal302_direct.py")
+    message = row["error"].split(": ", 1)[1]
+    line = line_of(test_file, "k.dropped(X)")
+    return {"type": "jax.errors.JaxRuntimeError", "message": message, "original": None,
+            "nodeid": "test_k.py::test_dropped", "chain": [], "callback": [],
+            "frames": [{"file": str(test_file), "line": line, "name": "test_dropped"}]}
+
+
+def test_a_chips_core_halt_is_pal302_where_the_engine_finds_a_copy_never_waited(tmp_path):
+    from pallas_lsp.runs.mapping import failure_diagnostic
+    from pallas_lsp.runs.static_context import with_kernel_findings
+
+    ws = _workspace(tmp_path)
+    kernels, test = ws / "kernels.py", ws / "test_k.py"
+    f = _chip_halt_failure(test)
+    assert "Core halted unexpectedly" in f["message"]
+    pm = PathMap(root=ws)
+    ctx = StaticContext(pm)
+    record = {"file": str(kernels), "name": "started_never_waited",
+              "line": line_of(kernels, "def started_never_waited")}
+    d = with_kernel_findings(failure_diagnostic(f, pm, None), [record], pm, ctx)
+    assert (d.code, d.path, d.span.line + 1) == ("PAL302", str(kernels),
+                                                 line_of(kernels, "copy.start()  # BUG"))
+    assert any(r.message == "the run failed here" and r.path == str(test) for r in d.related)
+    # The same halt after a kernel the engine finds no un-waited copy in stays generic.
+    other = {"file": str(kernels), "name": "wait_without_start",
+             "line": line_of(kernels, "def wait_without_start")}
+    d = with_kernel_findings(failure_diagnostic(f, pm, None), [other], pm, ctx)
+    assert d.code == "PAL900" and d.path == str(test)

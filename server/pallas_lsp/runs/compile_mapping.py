@@ -80,7 +80,8 @@ def kind_of(message: str) -> str:
         return "block"
     if _BUFFERED.search(message):
         return "buffered"
-    if "xf16" in message and "failed to legalize operation 'tpu.store'" in message:
+    if ("xf16" in message and "failed to legalize operation 'tpu.store'" in message) \
+            or "Invalid vector type for load" in message:  # a float16 load (v5e chip, libtpu)
         return "float16"
     if "failed to legalize operation 'arith." in message and "xi8>" in message:
         return "vector_type"

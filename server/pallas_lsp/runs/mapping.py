@@ -161,6 +161,7 @@ _VERIFIER_HEAD = re.compile(r"Pallas encountered an internal verification error\
 # with libtpu 0.0.42 (deviceless compile) and on a TPU v5e.
 COMPILER_MESSAGES = (
     (("'tpu.enqueue_dma' op DMA source and target shape mismatch",), "PAL305"),
+    (("'tpu.enqueue_dma' op DMA source and target element type mismatch",), "PAL305"),
     # TPU interpret mode's copy of a smaller source into a bigger destination:
     # numpy's error, raised where the interpreter writes a DMA's data
     (("could not broadcast input array from shape", "_set_within_logical_shape"), "PAL305"),

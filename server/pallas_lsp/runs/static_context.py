@@ -21,6 +21,12 @@ from pallas_lsp.runs.mapping import PathMap, _frame_span, _user_frames, hang_dia
 from pallas_lsp.runs.model import CODE_HANG, RunDiagnostic, RunRelated
 
 CODE_WAIT_WITHOUT_START = "PAL303"
+CODE_NEVER_WAITED = "PAL302"
+# What a TPU v5e chip raised at the end of a kernel that started a DMA and never
+# waited for it (tests/oracle/data/chip_v5e.jsonl): the runtime halts the core.
+# The words name no cause, so the code is PAL302 only where the engine finds
+# that mistake in a kernel the test ran.
+CORE_HALT = "Core halted unexpectedly"
 MAX_RELATED = 8
 
 
@@ -207,7 +213,7 @@ def with_kernel_findings(d: RunDiagnostic, kernels: list[dict] | None, pm: PathM
                          ctx: StaticContext) -> RunDiagnostic:
     """A failure with the engine's findings in the kernels its test ran: as
     related information and named in the message (the text output)."""
-    d = _at_static_site(d, kernels, pm, ctx)
+    d = _at_static_site(_core_halt(d, kernels, ctx), kernels, pm, ctx)
     related, named = [], []
     for kernel in kernels or []:
         where = ctx.locate(kernel)
@@ -228,6 +234,18 @@ def with_kernel_findings(d: RunDiagnostic, kernels: list[dict] | None, pm: PathM
         text += " Static findings in the kernels this test ran: " + "; ".join(named[:4]) \
             + ("; …" if len(named) > 4 else "") + "."
     return _replace(d, message=text, related=tuple(related[:MAX_RELATED]) + d.related)
+
+
+def _core_halt(d: RunDiagnostic, kernels: list[dict] | None, ctx: StaticContext) -> RunDiagnostic:
+    """A chip's core halt is PAL302 when the kernels the test ran hold a DMA
+    the engine finds never waited; otherwise it stays the generic failure."""
+    if d.code.startswith("PAL") and d.code[3:4] in "1234" or CORE_HALT not in d.message:
+        return d
+    if not any(f.code == CODE_NEVER_WAITED for k in kernels or [] for f in ctx.findings(k)):
+        return d
+    return _replace(d, code=CODE_NEVER_WAITED,
+                    message=d.message + " (On a TPU, a DMA started and never waited halts the "
+                    "core when the kernel ends.)")
 
 
 def _at_static_site(d: RunDiagnostic, kernels: list[dict] | None, pm: PathMap,
