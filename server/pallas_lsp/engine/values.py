@@ -31,9 +31,17 @@ class Spec(Value):
     block_shape: Shape | None = None
     nullable: bool = False  # `spec if x is not None else None`
     decl: object = field(default=None, compare=False, repr=False)  # the BlockSpec(...) call
+    buffers: int | None = None  # `pipeline_mode=pl.Buffered(n)` with n known (also from a caller)
 
     def describe(self) -> str:
         return "BlockSpec"
+
+
+@frozen
+class Pipelining(Value):
+    """`pl.Buffered(n)`: the buffer count a BlockSpec's pipeline_mode asks for."""
+
+    buffers: int | None = None
 
 
 @frozen
@@ -311,7 +319,8 @@ def join(a: Value, b: Value) -> Value:
         # `SMEM if x.size == 1 else HBM`: a Ref either way, its space unknown.
         return Spec(space=a.space if a.space == b.space else Space.UNKNOWN,
                     block_shape=a.block_shape if a.block_shape == b.block_shape else None,
-                    nullable=a.nullable or b.nullable, decl=_same_decl(a, b))
+                    nullable=a.nullable or b.nullable, decl=_same_decl(a, b),
+                    buffers=a.buffers if a.buffers == b.buffers else None)
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \
             and a.keys == b.keys:
         return Seq(items=tuple(join(x, y) for x, y in zip(a.items, b.items)), keys=a.keys)

@@ -395,7 +395,7 @@ def _failure(rec: dict, pm: PathMap, loc: Locator, fallback) -> _Failure | None:
         if node is not None:
             span = _span_of(pm, path, node)
     elif kind == "buffered" and call is not None:
-        node = _buffered_spec(call, int(_BUFFERED.search(raw).group("n")))
+        node = _buffered_spec(call, int(_BUFFERED.search(raw).group("n")), loc.src.tree(path))
         if node is not None:
             span = _span_of(pm, path, node)
     elif kind == "float16" and call is not None:
@@ -449,16 +449,28 @@ def _spec_nodes(call: _Call):
             yield node
 
 
-def _buffered_spec(call: _Call, n: int) -> ast.AST | None:
-    """The BlockSpec written with `pipeline_mode=pl.Buffered(n)`."""
-    for spec in _spec_nodes(call):
-        for sub in ast.walk(spec):
-            if isinstance(sub, ast.Call) and _name_of(sub.func) == "Buffered" and (
-                    (sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == n)
-                    or any(k.arg == "buffer_count" and isinstance(k.value, ast.Constant)
-                           and k.value.value == n for k in sub.keywords)):
-                return spec
-    return None
+def _buffered_spec(call: _Call, n: int, tree: ast.Module | None) -> ast.AST | None:
+    """The BlockSpec written with `pipeline_mode=pl.Buffered(n)` (also one kept
+    in a name above the call); with n not a literal there (a launcher's
+    parameter), the only BlockSpec with a `Buffered(...)` at all."""
+    def specs():
+        for spec in _spec_nodes(call):
+            if isinstance(spec, ast.Name) and tree is not None:
+                spec = _assigned(call.scope, tree, spec.id, call.node.lineno) or spec
+            yield spec
+
+    def count(sub: ast.Call):
+        arg = sub.args[0] if sub.args else next(
+            (k.value for k in sub.keywords if k.arg == "buffer_count"), None)
+        return arg.value if isinstance(arg, ast.Constant) else None
+
+    found = [(spec, count(sub)) for spec in specs() for sub in ast.walk(spec)
+             if isinstance(sub, ast.Call) and _name_of(sub.func) == "Buffered"]
+    exact = [spec for spec, c in found if c == n]
+    if exact:
+        return exact[0]
+    unknown = [spec for spec, c in found if c is None]
+    return unknown[0] if len(unknown) == 1 and len(found) == 1 else None
 
 
 def _float16_scratch(call: _Call) -> ast.AST | None:

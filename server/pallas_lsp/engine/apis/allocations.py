@@ -13,7 +13,7 @@ from pallas_lsp.engine.binding.shapes import SQUEEZED, shape_dtype
 from pallas_lsp.engine.binding.specs import block_spec, grid_spec
 from pallas_lsp.engine.events import Arg, pick
 from pallas_lsp.engine.model import Const, Value
-from pallas_lsp.engine.values import UNKNOWN, SliceVal
+from pallas_lsp.engine.values import UNKNOWN, Pipelining, SliceVal
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -28,6 +28,10 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
            node: ast.Call, frame: Frame) -> Value | None:
     if t == "BlockSpec":
         return block_spec(args, kwargs)
+    if t == "Buffered":
+        n = pick(args, kwargs, 0, "buffer_count")
+        known = n is not None and isinstance(n.value, Const) and type(n.value.value) is int
+        return Pipelining(buffers=n.value.value if known else None)
     if t in api.ALLOC_SPACES:
         return memory_alloc(t.split(".")[-1], args, kwargs)
     if t in api.SEM_TYPES:

@@ -234,10 +234,27 @@ def _size(shape) -> int | None:
     return size
 
 
+# numpy's itemsize (`x.dtype.itemsize`, `x.itemsize`): what a launcher that sizes
+# blocks from a byte budget divides by. Not the VMEM footprint (bool is 4 there).
+ITEMSIZE = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4,
+            "bfloat16": 2, "float16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1,
+            "bool_": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def dtype_itemsize(name: str) -> Value | None:
+    """`jnp.float32.itemsize` / `x.dtype.itemsize` of a dtype the engine knows."""
+    head, _, tail = name.rpartition(".")
+    if head in ("jnp", "np", "numpy", "jax.numpy") and tail in ITEMSIZE:
+        return Const(value=ITEMSIZE[tail])
+    return None
+
+
 def attribute(base: Array, attr: str) -> Value | None:
-    """`x.shape`, `x.dtype`, `x.ndim`, `x.size` of an array whose shape or
-    dtype is known; None when not known."""
+    """`x.shape`, `x.dtype`, `x.ndim`, `x.size`, `x.itemsize` of an array whose
+    shape or dtype is known; None when not known."""
     known = base.shape is not None and None not in base.shape
+    if attr == "itemsize" and base.dtype in ITEMSIZE:
+        return Const(value=ITEMSIZE[base.dtype])
     if attr == "shape" and known:
         return Const(value=tuple(base.shape))
     if attr == "dtype" and base.dtype:

@@ -14,7 +14,8 @@ from pallas_lsp.engine.binding.shapes import SQUEEZED, dim_of, space_of
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Const, Func, Ref, Seq, Shape, Space, Value
 from pallas_lsp.engine.records import frozen, replace
-from pallas_lsp.engine.values import UNKNOWN, GridSpec, Partial, SeqOf, ShapeDtype, Spec, is_record
+from pallas_lsp.engine.values import (UNKNOWN, GridSpec, Partial, Pipelining, SeqOf, ShapeDtype,
+                                     Spec, is_record)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -88,7 +89,9 @@ def block_spec(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
             block = tuple(dims)
         elif isinstance(v, Const) and isinstance(v.value, tuple):
             block = tuple(d for d in v.value if d is not None)
-    return Spec(space=space, block_shape=block)
+    mode = kwargs.get("pipeline_mode")
+    buffers = mode.value.buffers if mode is not None and isinstance(mode.value, Pipelining) else None
+    return Spec(space=space, block_shape=block, buffers=buffers)
 
 
 def _is_squeezed(d: Value) -> bool:

@@ -62,6 +62,8 @@ class ExpressionsMixin:
         if isinstance(base, SpecHolder) and attr == "__init__":
             return SpecInit(holder=base)
         if isinstance(base, Api):
+            if attr == "itemsize" and arrays.dtype_itemsize(base.name) is not None:
+                return arrays.dtype_itemsize(base.name)
             key = (node, base.name)
             out = self._api_attrs.get(key)
             if out is None:
@@ -95,7 +97,7 @@ class ExpressionsMixin:
             if attr in ("start", "wait", "wait_recv", "wait_send"):
                 return Bound(obj=base, name=attr)
             return UNKNOWN
-        if isinstance(base, Array) and attr in ("shape", "dtype", "ndim", "size"):
+        if isinstance(base, Array) and attr in ("shape", "dtype", "ndim", "size", "itemsize"):
             known = arrays.attribute(base, attr)
             return known if known is not None else UNKNOWN
         if isinstance(base, Array):

@@ -262,6 +262,15 @@ def _constant_index(decl, dims: list | None) -> bool | None:
     return True
 
 
+def spec_buffers(spec: Spec, decl) -> tuple[bool, int | None]:
+    """(given, n) of a BlockSpec's `pipeline_mode=pl.Buffered(n)`: n written,
+    or evaluated for this launch (a launcher's parameter, a caller's value)."""
+    given, n = buffered_mode(decl)
+    if given and n is None:
+        n = spec.buffers
+    return given, n
+
+
 def buffered_mode(decl) -> tuple[bool, int | None]:
     """(given, n) of `pipeline_mode=pl.Buffered(n)`; n None when not a literal."""
     if not isinstance(decl, ast.Call):
@@ -306,7 +315,7 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
     constant = _constant_index(decl, dims)
     if constant is False and whole is None:
         whole = False  # a block that moves with the grid is not the whole array
-    given, n_buf = buffered_mode(decl)
+    given, n_buf = spec_buffers(spec, decl)
     steps = _steps(dims)
     count = vmem.buffer_count(steps=steps, constant_index=constant,
                               buffered=n_buf if given else None, whole_array=whole)
