@@ -39,6 +39,8 @@ class PathMap:
     prefixes: list[tuple[str, Path]] = field(default_factory=list)  # (child prefix, local dir)
     excluded: list[str] = field(default_factory=list)  # real paths of pallas-lsp's runtime dirs
     extra_files: list[str] = field(default_factory=list)  # the target itself, if outside root
+    # Notebooks (real path -> engine/cells.Program): a run's lines there are the program's
+    programs: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self._root_real = os.path.realpath(self.root)
@@ -84,6 +86,10 @@ class PathMap:
 
     def lines(self, path: str) -> list[str] | None:
         if path not in self._lines:
+            program = self.programs.get(os.path.realpath(path))
+            if program is not None:
+                self._lines[path] = program.text.split("\n")
+                return self._lines[path]
             try:
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     self._lines[path] = fh.read().splitlines()
