@@ -32,7 +32,7 @@ class _Cells:
         try:  # the name `run_cell` compiles it under, from IPython's public pieces
             name = self.shell.compile.get_code_name(raw, self.shell.transform_cell(raw),
                                                     self.shell.execution_count)
-            _report.renamed[name] = (self.path, start)
+            _report.renamed[name] = (self.path, start, f"cell {index + 1}")
         except Exception:  # noqa: BLE001 - its frames then stay unmapped, the run goes on
             pass
         _report.set_current(f"cell {index + 1}", self.path, start + 1)

@@ -49,8 +49,9 @@ callback_errors: list[BaseException] = []
 # kernels ({name, file, line}) the current test bound (_dispatch.py): a failure names them
 kernels_this_test: list[dict] = []
 # Code compiled under a name that is not its file (a notebook's cells, `_notebook_kernel`):
-# that name -> (the file it comes from, the line of the file its first line is on, 0-based).
-renamed: dict[str, tuple[str, int]] = {}
+# that name -> (the file it comes from, the line of the file its first line is on (0-based),
+# how messages name it: "cell 3").
+renamed: dict[str, tuple[str, int, str]] = {}
 
 
 def where(filename: str, line: int | None) -> tuple[str, int | None]:
@@ -149,6 +150,9 @@ def _message(e: BaseException) -> str:
         text = str(e)
     except Exception:  # noqa: BLE001
         text = repr(e)
+    for name, (path, _, label) in renamed.items():  # `kernel at <cell file>:1` as a cell
+        if name in text:
+            text = text.replace(name, f"{os.path.basename(path)}:{label}")
     return text[:_MAX_MSG]
 
 

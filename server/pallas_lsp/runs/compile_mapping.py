@@ -122,15 +122,17 @@ class _Call:
 
 
 class _Source:
-    def __init__(self):
+    def __init__(self, pm: PathMap):
+        self.pm = pm
         self._trees: dict[str, ast.Module | None] = {}
 
     def tree(self, path: str) -> ast.Module | None:
+        """The file's syntax tree (a notebook's: its program's, PathMap.lines)."""
         if path not in self._trees:
+            lines = self.pm.lines(path)
             try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    self._trees[path] = ast.parse(fh.read())
-            except (OSError, SyntaxError, ValueError, RecursionError):
+                self._trees[path] = None if lines is None else ast.parse("\n".join(lines))
+            except (SyntaxError, ValueError, RecursionError):
                 self._trees[path] = None
         return self._trees[path]
 
@@ -235,7 +237,7 @@ class Locator:
 
     def __init__(self, pm: PathMap):
         self.pm = pm
-        self.src = _Source()
+        self.src = _Source(pm)
         self._analyses: dict[str, list] = {}  # path -> the engine's findings (static_site)
 
     def site(self, rec: dict) -> tuple[str, dict] | None:
