@@ -131,11 +131,11 @@ def test_a_cell_that_raises_before_the_kernel_stops_the_run_there(tmp_path):
 def test_a_hanging_cell_times_out_on_its_wait(tmp_path):
     write_notebook(tmp_path / "hang.ipynb", [
         ("code", IMPORTS), ("code", HANG), ("code", HANG_LAUNCH)])
-    p = cli(tmp_path, "hang.ipynb", "--timeout", "8")
+    p = cli(tmp_path, "hang.ipynb", "--timeout", "12")
     assert p.returncode == 3, p.stdout + p.stderr
     assert p.stdout.startswith("hang.ipynb:cell 2:3:5: PAL303 The kernel hung"), p.stdout
     assert "[cell 3]" in p.stdout
-    assert "pallas-lsp run hang.ipynb: timeout after 8 s" in p.stderr
+    assert "pallas-lsp run hang.ipynb: timeout after 12 s" in p.stderr
 
 
 def test_a_python_without_the_notebook_extra_gets_one_clear_message(tmp_path):
