@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from runs_helpers import processes_with_cwd, ssh_profile, sshd  # noqa: F401 (a fixture)
+
 from pallas_lsp.runs import RunSpec, Status, run
 from pallas_lsp.runs.target import RunSpecError, parse_target
 
@@ -107,7 +109,9 @@ def test_the_fixed_twin_runs_clean_and_the_notebook_is_untouched(tmp_path):
     assert nb.read_bytes() == before
 
 
-def test_a_cell_that_raises_before_the_kernel_stops_the_run_there(tmp_path):
+def test_a_cell_that_raises_before_the_kernel_stops_the_run_there(tmp_path, sshd):
+    """Over SSH: the report comes back as a marked line of the kernel's
+    stderr, the diagnostic lands on the local notebook."""
     write_notebook(tmp_path / "early.ipynb", [
         ("code", IMPORTS),
         ("code", "SHAPE = (8, 128)\nsizes = {'rows': 8}\ncols = sizes['cols']"),
@@ -115,27 +119,30 @@ def test_a_cell_that_raises_before_the_kernel_stops_the_run_there(tmp_path):
         ("code", LAUNCH),
         ("code", "open('ran_to_the_end.txt', 'w').close()"),
     ])
-    res = run(RunSpec(target=str(tmp_path / "early.ipynb"), timeout=120))
+    remote = tmp_path / "remote side"
+    res = run(RunSpec(target=str(tmp_path / "early.ipynb"), root=str(tmp_path), timeout=120,
+                      profile=ssh_profile(sshd, remote)))
     assert res.status is Status.FAILED, res.summary
+    assert (remote / "early.ipynb").is_file() and res.argv[0] == "ssh"
     [d] = res.diagnostics
     assert d.code == "PAL900" and d.message.startswith("KeyError: 'cols'")
-    assert d.path.endswith("early.ipynb")
-    # program coordinates (cell 1 has 5 lines): cell 2, line 3; the CLI says `cell 2:3:8`
+    assert d.path == str(tmp_path / "early.ipynb")  # the local notebook
+    # program coordinates (cell 1 has 5 lines): cell 2, line 3
     assert (d.span.line, d.span.col) == (5 + 2, 7)
-    assert not (tmp_path / "ran_to_the_end.txt").exists()
-    p = cli(tmp_path, "early.ipynb", "--output-format", "json")
-    [row] = json.loads(p.stdout)
-    assert (row["cell"], row["line"], row["column"], row["code"]) == (2, 3, 8, "PAL900")
+    assert not (remote / "ran_to_the_end.txt").exists()
 
 
 def test_a_hanging_cell_times_out_on_its_wait(tmp_path):
     write_notebook(tmp_path / "hang.ipynb", [
         ("code", IMPORTS), ("code", HANG), ("code", HANG_LAUNCH)])
-    p = cli(tmp_path, "hang.ipynb", "--timeout", "12")
+    p = cli(tmp_path, "hang.ipynb", "--timeout", "12", "--output-format", "json")
     assert p.returncode == 3, p.stdout + p.stderr
-    assert p.stdout.startswith("hang.ipynb:cell 2:3:5: PAL303 The kernel hung"), p.stdout
-    assert "[cell 3]" in p.stdout
+    [row] = json.loads(p.stdout)  # lines and columns in the cell, as `check` gives them
+    assert (row["path"], row["cell"], row["line"], row["column"], row["end_column"],
+            row["code"]) == ("hang.ipynb", 2, 3, 5, 16, "PAL303"), row
+    assert row["message"].startswith("The kernel hung") and "[cell 3]" in row["message"]
     assert "pallas-lsp run hang.ipynb: timeout after 12 s" in p.stderr
+    assert processes_with_cwd(tmp_path) == []  # the kernel (a session of its own) ended too
 
 
 def test_a_python_without_the_notebook_extra_gets_one_clear_message(tmp_path):

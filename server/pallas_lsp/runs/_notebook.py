@@ -22,7 +22,7 @@ import re
 import sys
 import warnings
 
-from pallas_lsp.runs import _report
+from pallas_lsp.runs import _child, _report
 
 EXIT_FAILED, EXIT_NO_KERNEL = 1, 4
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -93,6 +93,9 @@ def run(path: str, starts: dict[int, int]) -> int:
     plan = [(i, starts[i], c.source, "raises-exception" in c.metadata.get("tags", []))
             for i, c in enumerate(nb.cells)
             if c.cell_type == "code" and i in starts and c.source.strip()]
+    # The kernel's stdin is a closed pipe, not the SSH connection: this process watches it,
+    # and ends the kernel (a session of its own) with itself.
+    watch = os.environ.pop("PALLAS_LSP_WATCH_STDIN", None) == "1"
     km = AsyncKernelManager(kernel_name="pallas-lsp", kernel_spec_manager=ThisPython())
     client = Echo(nb, km=km, timeout=None, allow_errors=False,
                   resources={"metadata": {"path": os.path.dirname(path)}})
@@ -105,6 +108,11 @@ def run(path: str, starts: dict[int, int]) -> int:
     code = 0
     try:
         with client.setup_kernel():
+            pgid = getattr(km.provisioner, "pgid", None)
+            if pgid:
+                _child.also_end.append(pgid)
+            if watch:
+                _child.watch_stdin()
             try:
                 client.execute_cell(nb.cells[hidden], hidden, store_history=False)
             except CellExecutionError as e:
