@@ -132,6 +132,17 @@ def test_a_cell_that_raises_before_the_kernel_stops_the_run_there(tmp_path, sshd
     assert not (remote / "ran_to_the_end.txt").exists()
 
 
+def test_a_cell_that_does_not_parse_is_reported_at_its_own_column(tmp_path):
+    """The engine blanks a broken cell in its program; the run's position is
+    still read on the cell's own text, and the message names the cell."""
+    write_notebook(tmp_path / "typo.ipynb", [
+        ("code", "SHAPE = (8, 128)"), ("markdown", "A typo:"), ("code", "x = 1\ndef f(:\n    pass")])
+    p = cli(tmp_path, "typo.ipynb")
+    assert p.returncode == 1, p.stderr
+    assert p.stdout == ("typo.ipynb:cell 3:2:7: PAL900 SyntaxError: invalid syntax "
+                        "(typo.ipynb:cell 3, line 2) [cell 3]\n"), p.stdout
+
+
 def test_a_hanging_cell_times_out_on_its_wait(tmp_path):
     write_notebook(tmp_path / "hang.ipynb", [
         ("code", IMPORTS), ("code", HANG), ("code", HANG_LAUNCH)])

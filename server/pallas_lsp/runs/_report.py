@@ -151,8 +151,9 @@ def _message(e: BaseException) -> str:
     except Exception:  # noqa: BLE001
         text = repr(e)
     for name, (path, _, label) in renamed.items():  # `kernel at <cell file>:1` as a cell
-        if name in text:
-            text = text.replace(name, f"{os.path.basename(path)}:{label}")
+        for form in (name, os.path.basename(name)):  # (a SyntaxError says the base name)
+            if form in text:
+                text = text.replace(form, f"{os.path.basename(path)}:{label}")
     return text[:_MAX_MSG]
 
 

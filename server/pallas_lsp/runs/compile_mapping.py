@@ -127,11 +127,11 @@ class _Source:
         self._trees: dict[str, ast.Module | None] = {}
 
     def tree(self, path: str) -> ast.Module | None:
-        """The file's syntax tree (a notebook's: its program's, PathMap.lines)."""
+        """The file's syntax tree (a notebook's: its program's, PathMap.source)."""
         if path not in self._trees:
-            lines = self.pm.lines(path)
+            text = self.pm.source(path)
             try:
-                self._trees[path] = None if lines is None else ast.parse("\n".join(lines))
+                self._trees[path] = None if text is None else ast.parse(text)
             except (SyntaxError, ValueError, RecursionError):
                 self._trees[path] = None
         return self._trees[path]
@@ -287,8 +287,7 @@ class Locator:
             return None
         if local not in self._analyses:
             from pallas_lsp.engine.analyze import analyze  # noqa: PLC0415 - only on this path
-            text = "\n".join(self.pm.lines(local) or [])
-            self._analyses[local] = analyze(text, local).findings
+            self._analyses[local] = analyze(self.pm.source(local) or "", local).findings
         for f in self._analyses[local]:
             if f.code == code and kdef.lineno - 1 <= f.span.line <= (kdef.end_lineno or 0) - 1:
                 return local, f.span

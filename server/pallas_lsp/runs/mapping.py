@@ -84,11 +84,21 @@ class PathMap:
             return str(self.root / os.path.relpath(real, self._root_real))
         return path
 
+    def source(self, path: str) -> str | None:
+        """The text to parse: a notebook's program (magics neutralised), else the file's."""
+        program = self.programs.get(os.path.realpath(path))
+        if program is not None:
+            return program.text
+        lines = self.lines(path)
+        return None if lines is None else "\n".join(lines)
+
     def lines(self, path: str) -> list[str] | None:
+        """The lines as the user sees them (a notebook's: its code cells' own, in order,
+        one per line of its program)."""
         if path not in self._lines:
             program = self.programs.get(os.path.realpath(path))
             if program is not None:
-                self._lines[path] = program.text.split("\n")
+                self._lines[path] = [line for cell in program.cells for line in cell.lines]
                 return self._lines[path]
             try:
                 with open(path, encoding="utf-8", errors="replace") as fh:
