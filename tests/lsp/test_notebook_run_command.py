@@ -1,6 +1,7 @@
-"""The editor's run command on a notebook (LSP notebook sync): the saved
-notebook runs in a real Jupyter kernel, and the run's diagnostic arrives on
-the kernel's cell, at the line JAX raised on, next to the engine's."""
+"""The editor's run command on a notebook (LSP notebook sync), asked from one
+of its cells: the saved notebook runs in a real Jupyter kernel, and the run's
+diagnostic arrives on the kernel's cell, at the line JAX raised on, next to
+the engine's."""
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ async def test_a_notebook_run_lands_on_the_kernels_cell(tmp_path):
         nb.open()
         assert "PAL101" in [d.code for d in await nb.diagnostics(K)]
         result = await s.client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="pallas-lsp.run", arguments=[{"uri": nb.uri, "compile": False}]))
+            command="pallas-lsp.run", arguments=[{"uri": nb.uri_of(K), "compile": False}]))
         result = result._asdict() if hasattr(result, "_asdict") else dict(result)
         assert result["status"] == "failed", result
         line, col = find(KERNEL, "copy.start()")

@@ -311,7 +311,9 @@ class RunManager:
 
         from pallas_lsp.runs import consent
 
-        path = to_fs_path(req.uri) if req.uri.startswith("file:") else None
+        notebook = self.server.notebooks.of_cell(req.uri)  # a cell runs its notebook
+        uri = notebook.uri if notebook is not None else req.uri
+        path = to_fs_path(uri) if uri.startswith("file:") else None
         if not path:
             raise TargetError(f"{_short(req.uri, 80)}: only file URIs can be run")
         roots = self.allowed_roots()
