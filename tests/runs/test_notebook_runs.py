@@ -143,6 +143,28 @@ def test_a_cell_that_does_not_parse_is_reported_at_its_own_column(tmp_path):
                         "(typo.ipynb:cell 3, line 2) [cell 3]\n"), p.stdout
 
 
+RACY = """def racy(x_hbm, o_hbm, t_ref, sem):
+    copy = pltpu.make_async_copy(x_hbm, t_ref, sem)
+    copy.start()
+    t_ref[...] = t_ref[...] + 1.0  # BUG: touches the DMA destination before wait()
+    copy.wait()
+    pltpu.sync_copy(t_ref, o_hbm)"""
+
+
+def test_races_land_on_the_cells_lines(tmp_path):
+    """The race detector prints the cells' compiled names; the kernel reports
+    which cell each is, and the races land there."""
+    write_notebook(tmp_path / "racy.ipynb", [
+        ("code", IMPORTS), ("code", "SHAPE = (8, 128)"), ("code", RACY),
+        ("code", LAUNCH.replace("kernel,", "racy,").replace("assert (out == x).all()", ""))])
+    res = run(RunSpec(target=str(tmp_path / "racy.ipynb"), races=True, timeout=120))
+    assert res.status is Status.FAILED, res.summary
+    # cell 3 starts on program line 6 (cells of 5 and 1 lines before it)
+    lines = {(d.code, d.span.line - 6 + 1, d.span.col + 1) for d in res.diagnostics}
+    assert lines == {("PAL901", 3, 5), ("PAL901", 4, 5), ("PAL901", 4, 18)}, res.diagnostics
+    assert any("the write at racy.ipynb:cell 3:4 " in d.message for d in res.diagnostics)
+
+
 def test_a_hanging_cell_times_out_on_its_wait(tmp_path):
     write_notebook(tmp_path / "hang.ipynb", [
         ("code", IMPORTS), ("code", HANG), ("code", HANG_LAUNCH)])
@@ -175,8 +197,8 @@ def test_notebook_targets_and_what_they_refuse(tmp_path):
     assert parse_target(str(nb), kind="script").kind == "notebook"
     with pytest.raises(RunSpecError, match="cannot name a test"):
         parse_target(f"{nb}::test_x")
-    with pytest.raises(RunSpecError, match="races"):
-        run(RunSpec(target=str(nb), races=True))
+    with pytest.raises(RunSpecError, match="takes no arguments"):
+        run(RunSpec(target=str(nb), args=["-x"]))
     (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
     p = cli(tmp_path, "broken.ipynb")
     assert p.returncode == 2 and "not a notebook: invalid JSON" in p.stderr

@@ -137,8 +137,6 @@ def _notebook_program(target: Target, spec: RunSpec):
         raise RunSpecError(f"{target.path}: {e}") from None
     if program.note:
         raise RunSpecError(f"{target.path}: {program.note}")
-    if spec.races:  # the race detector prints the cells' temporary file names
-        raise RunSpecError("--races does not work on notebooks yet: run the kernel from a .py file")
     if spec.args:
         raise RunSpecError("a notebook takes no arguments")
     return program
@@ -492,6 +490,9 @@ class RunHandle:
             for f in r.get("failures") or []:
                 diags.append(with_kernel_findings(failure_diagnostic(f, pm, fallback),
                                                   f.get("kernels"), pm, static))
+        for r in reports:  # a notebook's race lines name its cells' compiled names
+            pm.renamed.update((name, tuple(where[:2])) for name, where in
+                              (r.get("renamed") or {}).items())
         diags += race_diagnostics(self._races.blocks, pm)
         hangs = [r["hang"] for r in reports if r.get("hang")]
         res = RunResult(status=Status.FAILED, argv=self._argv, exit_code=rc, tests=outcomes)
