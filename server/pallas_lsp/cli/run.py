@@ -15,7 +15,8 @@ EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_CANCELLED = 0, 1, 2, 3,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", nargs="?", help="a file, `path::test_name` or a pytest node id")
+    p.add_argument("target", nargs="?", help="a file, `path::test_name`, a pytest node id, or a "
+                   "notebook (.ipynb: its cells run in a Jupyter kernel, the `notebook` extra)")
     p.add_argument("args", nargs="*", help="after `--`: extra pytest (or script) arguments")
     p.add_argument("--mode", choices=("interpret", "tpu"), default=None,
                    help="interpret (default): TPU interpret mode on CPU; tpu: run for real")
@@ -95,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
     if args.list_profiles:
         return list_profiles(args.root or os.getcwd())
     if not args.target:
-        print("pallas-lsp run: give a TARGET (a file, path::test or a node id)", file=sys.stderr)
+        print("pallas-lsp run: give a TARGET (a file, path::test, a node id or a notebook)",
+              file=sys.stderr)
         return EXIT_USAGE
     spec = RunSpec(target=args.target, root=args.root, mode=args.mode, profile=args.profile,
                    races=args.races, timeout=args.timeout, devices=args.devices,
