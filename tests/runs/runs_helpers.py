@@ -130,6 +130,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+
+def ssh_profile(sshd, remote_dir: Path, **kw) -> dict:
+    """An `ssh` profile for the `sshd` fixture's server, running in `remote_dir`."""
+    return {"kind": "ssh", "host": sshd["host"], "port": sshd["port"], "user": sshd["user"],
+            "identity_file": sshd["identity_file"], "known_hosts": sshd["known_hosts"],
+            "remote_dir": str(remote_dir), "remote_python": PYTHON, **kw}
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1:<free port>, stopped at the end."""

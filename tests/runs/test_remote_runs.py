@@ -7,15 +7,10 @@ import os
 import time
 from pathlib import Path
 
-from runs_helpers import PYTHON, line_of, processes_with_cwd, sshd, workspace  # noqa: F401 (fixtures)
+from runs_helpers import (PYTHON, line_of, processes_with_cwd, ssh_profile,  # noqa: F401
+                          sshd, workspace)  # (fixtures)
 
 from pallas_lsp.runs import RunSpec, Status, run, start_run
-
-
-def _ssh_profile(sshd, remote_dir: Path, **kw) -> dict:
-    return {"kind": "ssh", "host": sshd["host"], "port": sshd["port"], "user": sshd["user"],
-            "identity_file": sshd["identity_file"], "known_hosts": sshd["known_hosts"],
-            "remote_dir": str(remote_dir), "remote_python": PYTHON, **kw}
 
 
 def _kernels(ws: Path) -> Path:
@@ -25,7 +20,7 @@ def _kernels(ws: Path) -> Path:
 def test_ssh_run_maps_the_failure_to_the_local_line(sshd, workspace, tmp_path):
     remote = tmp_path / "remote side"
     res = run(RunSpec(target=str(workspace / "test_kernels.py") + "::test_array_to_dma",
-                      root=str(workspace), profile=_ssh_profile(sshd, remote), timeout=120))
+                      root=str(workspace), profile=ssh_profile(sshd, remote), timeout=120))
     assert res.status is Status.FAILED, res.summary
     assert (remote / "kernels.py").is_file()  # the workspace was copied there
     assert (remote / ".pallas-lsp" / "runtime" / "pallas_lsp" / "runs" / "launcher.py").is_file()
@@ -40,7 +35,7 @@ def test_ssh_tar_copy_and_races(sshd, workspace, tmp_path):
     remote = tmp_path / "remote"
     res = run(RunSpec(target=str(workspace / "test_kernels.py") + "::test_racy",
                       root=str(workspace), races=True, timeout=120,
-                      profile=_ssh_profile(sshd, remote, copy="tar")))
+                      profile=ssh_profile(sshd, remote, copy="tar")))
     assert res.status is Status.FAILED, res.summary
     assert not any(c[0] == "rsync" for c in res.commands)
     lines = {(d.code, d.path, d.span.line + 1) for d in res.diagnostics}
@@ -82,7 +77,7 @@ def test_ssh_refuses_an_unknown_host_key(sshd, workspace, tmp_path):
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     res = run(RunSpec(target=str(workspace / "test_kernels.py"), root=str(workspace),
-                      profile=_ssh_profile(sshd, tmp_path / "r", known_hosts=str(empty)),
+                      profile=ssh_profile(sshd, tmp_path / "r", known_hosts=str(empty)),
                       timeout=60))
     assert res.status is Status.ERROR
     assert "Host key verification failed" in res.error or "host key" in res.error.lower()
@@ -96,7 +91,7 @@ def test_ssh_cancel_stops_the_remote_process(sshd, workspace, tmp_path):
         "    time.sleep(300)\n")
     seen = []
     handle = start_run(RunSpec(target=str(workspace / "test_sleep.py"), root=str(workspace),
-                               profile=_ssh_profile(sshd, remote), timeout=300),
+                               profile=ssh_profile(sshd, remote), timeout=300),
                        on_output=lambda s, line: seen.append(line))
     deadline = time.monotonic() + 60
     while not any("sleeping" in x for x in seen) and time.monotonic() < deadline:
@@ -122,7 +117,7 @@ def test_ssh_hang_is_reported_at_the_local_wait_line(sshd, workspace, tmp_path):
     remote = tmp_path / "remote"
     t0 = time.monotonic()
     res = run(RunSpec(target=str(workspace / "test_kernels.py") + "::test_hangs",
-                      root=str(workspace), profile=_ssh_profile(sshd, remote), timeout=12))
+                      root=str(workspace), profile=ssh_profile(sshd, remote), timeout=12))
     assert res.status is Status.TIMEOUT, res.summary
     assert time.monotonic() - t0 < 12 + 15  # the remote side stopped itself, no hard kill
     (d,) = res.diagnostics

@@ -6,12 +6,17 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pallas_lsp.cli.output import Loc
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_CANCELLED = 0, 1, 2, 3, 130
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", nargs="?", help="a file, `path::test_name` or a pytest node id")
+    p.add_argument("target", nargs="?", help="a file, `path::test_name`, a pytest node id, or a "
+                   "notebook (.ipynb: its cells run in a Jupyter kernel, the `notebook` extra)")
     p.add_argument("args", nargs="*", help="after `--`: extra pytest (or script) arguments")
     p.add_argument("--mode", choices=("interpret", "tpu"), default=None,
                    help="interpret (default): TPU interpret mode on CPU; tpu: run for real")
@@ -59,11 +64,27 @@ def list_profiles(root: str) -> int:
     return EXIT_PASSED
 
 
+def _row(d, plan) -> tuple[dict, "Loc"]:
+    """A run diagnostic's JSON row and where it is: in a notebook, its cell
+    (`cell`, 1-based) and the line and columns in it, as `check` says them."""
+    from pallas_lsp.cli.output import span_loc
+    from pallas_lsp.runs.mapping import cwd_relative
+
+    shown = cwd_relative(d.path)
+    row = d.to_row(shown)
+    doc = plan.notebook if plan.notebook is not None and \
+        os.path.realpath(d.path) == os.path.realpath(plan.target.path) else None
+    loc = span_loc(d.path, shown, d.span, doc)
+    if loc.cell is not None:
+        row.update(line=loc.line, column=loc.col, end_line=loc.end_line,
+                   end_column=loc.end_col, cell=loc.cell)
+    return row, loc
+
+
 def main(args: argparse.Namespace) -> int:
     from pallas_lsp.runs.model import Status
     from pallas_lsp.runs.runner import RunSpec, start_run
     from pallas_lsp.runs.compile_mapping import DEFAULT_GENERATIONS, parse_generations
-    from pallas_lsp.runs.mapping import cwd_relative
     from pallas_lsp.runs.target import RunSpecError
 
     def out(stream: str, line: str) -> None:
@@ -75,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
     if args.list_profiles:
         return list_profiles(args.root or os.getcwd())
     if not args.target:
-        print("pallas-lsp run: give a TARGET (a file, path::test or a node id)", file=sys.stderr)
+        print("pallas-lsp run: give a TARGET (a file, path::test, a node id or a notebook)",
+              file=sys.stderr)
         return EXIT_USAGE
     spec = RunSpec(target=args.target, root=args.root, mode=args.mode, profile=args.profile,
                    races=args.races, timeout=args.timeout, devices=args.devices,
@@ -94,12 +116,12 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         handle.cancel()
         result = handle.result()
-    rows = [d.to_row(cwd_relative(d.path)) for d in result.diagnostics]
+    rows = [_row(d, handle.plan) for d in result.diagnostics]
     if args.output_format == "json":
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        print(json.dumps([row for row, _ in rows], indent=2, ensure_ascii=False))
     else:
-        for r in rows:
-            print(f"{r['path']}:{r['line']}:{r['column']}: {r['code']} {r['message']}")
+        for r, loc in rows:
+            print(f"{loc.where}: {r['code']} {r['message']}")
     sys.stdout.flush()
     for c in result.compiles:
         print(c["text"], file=sys.stderr)

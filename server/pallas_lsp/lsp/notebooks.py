@@ -565,6 +565,9 @@ def register(server) -> None:
         if notebook is None:
             return
         sync(ls, notebook)
+        cells = params.change.cells
+        if cells is not None and (cells.text_content or cells.structure):
+            ls.runs.clear_file(notebook.program_uri)  # an edit clears the last run's diagnostics
         for uri in closed:  # a deleted cell's diagnostics go with it, now
             if uri in notebook.published:
                 notebook.published.discard(uri)

@@ -14,7 +14,10 @@ explicit `workspace/executeCommand` (or a save with `runs.runOnSave` on).
 * Diagnostics: kept per file URI here, apart from the engine's findings, and
   published merged with them (`diagnostics_for` is called by the server's own
   publish / pull). Files that are not open get their own publish. A new run
-  clears them all; an edit clears that file's.
+  clears them all; an edit clears that file's. A notebook's are on its
+  program's lines (engine/cells.py), kept under its program document and
+  split per cell with the engine's (lsp/notebooks.py); a notebook that is not
+  open has no cells to show them on.
 """
 from __future__ import annotations
 
@@ -168,6 +171,7 @@ class RunsHost(Protocol):
     settings: "Settings"
     feats: "ClientFeatures"
     documents: "DocumentStore"
+    notebooks: Any  # lsp/notebooks.NotebookStore
     initialized: bool
     protocol: Any
     workspace: Any
@@ -307,7 +311,9 @@ class RunManager:
 
         from pallas_lsp.runs import consent
 
-        path = to_fs_path(req.uri) if req.uri.startswith("file:") else None
+        notebook = self.server.notebooks.of_cell(req.uri)  # a cell runs its notebook
+        uri = notebook.uri if notebook is not None else req.uri
+        path = to_fs_path(uri) if uri.startswith("file:") else None
         if not path:
             raise TargetError(f"{_short(req.uri, 80)}: only file URIs can be run")
         roots = self.allowed_roots()
@@ -570,6 +576,8 @@ class RunManager:
         changed = set()
         for d in diagnostics:
             uri = self._uri_for(d.path)
+            if d.path.lower().endswith(".ipynb") and self.server.notebooks.by_program(uri) is None:
+                continue  # a notebook not open: no cell to show it on
             self.store.setdefault(uri, []).append(d)
             changed.add(uri)
         self.generation += 1
@@ -599,6 +607,8 @@ class RunManager:
         the file is not open, and for a client that pulls but cannot be told
         to pull again (no workspace/diagnostic/refresh)."""
         feats = self.server.feats
+        if self.server.notebooks.by_program(uri) is not None:
+            return False  # a notebook's cells: pushed with the engine's, split per cell
         return self.server.documents.get(uri) is None or \
             (feats.pull_diagnostics and not feats.diagnostic_refresh)
 
@@ -630,7 +640,7 @@ class RunManager:
         refresh = False
         for uri in uris:
             if not self._separate(uri):
-                if server.feats.pull_diagnostics:
+                if server.feats.pull_diagnostics and server.notebooks.by_program(uri) is None:
                     refresh = True
                 else:
                     server.schedule_diagnostics(uri, 0.0)

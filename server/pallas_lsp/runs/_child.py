@@ -33,6 +33,8 @@ EXIT_STDIN_CLOSED = 143
 _setup_done = False
 # Keep the original stdin: pytest replaces fds 0-2 while capturing.
 _in_fd = None
+# Process groups that end with this process's (a notebook's kernel: a session of its own).
+also_end: list[int] = []
 
 
 # ---------------------------------------------------------------- jax hooks
@@ -121,6 +123,11 @@ def _end_process_group(code: int) -> None:
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+    for pgid in also_end:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except Exception:  # noqa: BLE001
+            pass
     try:
         if os.getpgrp() == os.getpid():
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -159,9 +166,19 @@ def _stdin_watch() -> None:
     _end_process_group(EXIT_STDIN_CLOSED)
 
 
+def watch_stdin() -> None:
+    """End the process group when stdin reaches EOF (the SSH connection closed)."""
+    global _in_fd
+    try:
+        _in_fd = os.dup(0)
+        threading.Thread(target=_stdin_watch, daemon=True, name="pallas-lsp-stdin").start()
+    except OSError:
+        pass
+
+
 def setup() -> None:
     """Idempotent: log handler, watchdogs, interpret mode."""
-    global _setup_done, _in_fd
+    global _setup_done
     if _setup_done:
         return
     _setup_done = True
@@ -176,11 +193,7 @@ def setup() -> None:
             threading.Thread(target=_watchdog, args=(seconds,), daemon=True,
                              name="pallas-lsp-watchdog").start()
     if os.environ.get("PALLAS_LSP_WATCH_STDIN") == "1":
-        try:
-            _in_fd = os.dup(0)
-            threading.Thread(target=_stdin_watch, daemon=True, name="pallas-lsp-stdin").start()
-        except OSError:
-            pass
+        watch_stdin()
     enable_interpret_mode()
     if os.environ.get("PALLAS_LSP_COMPILE"):
         from pallas_lsp.runs import _compile

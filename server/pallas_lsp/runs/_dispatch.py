@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
-import os
 import re
 import sys
 import time
@@ -36,7 +35,7 @@ def kernel_src(params) -> dict:
     out = {"name": params.get("name") or (m.group("name") if m else src.split(" ")[0] or None),
            "file": None, "line": None}
     if m:
-        out["file"], out["line"] = os.path.abspath(m.group("file")), int(m.group("line"))
+        out["file"], out["line"] = _report.where(m.group("file"), int(m.group("line")))
     return out
 
 

@@ -48,6 +48,18 @@ REPORT: dict = {
 callback_errors: list[BaseException] = []
 # kernels ({name, file, line}) the current test bound (_dispatch.py): a failure names them
 kernels_this_test: list[dict] = []
+# Code compiled under a name that is not its file (a notebook's cells, `_notebook_kernel`):
+# that name -> (the file it comes from, the line of the file its first line is on (0-based),
+# how messages name it: "cell 3").
+renamed: dict[str, tuple[str, int, str]] = {}
+
+
+def where(filename: str, line: int | None) -> tuple[str, int | None]:
+    """(absolute file, 1-based line) of a code position, through `renamed`."""
+    moved = renamed.get(filename)
+    if moved is not None:
+        return moved[0], None if line is None else line + moved[1]
+    return os.path.abspath(filename), line
 
 
 # ---------------------------------------------------------------- report
@@ -96,8 +108,10 @@ def count_outcome(outcome: str) -> None:
 
 
 def _frame(fs: traceback.FrameSummary) -> dict:
-    return {"file": os.path.abspath(fs.filename), "line": fs.lineno, "name": fs.name,
-            "col": getattr(fs, "colno", None), "end_line": getattr(fs, "end_lineno", None),
+    file, line = where(fs.filename, fs.lineno)
+    return {"file": file, "line": line, "name": fs.name,
+            "col": getattr(fs, "colno", None),
+            "end_line": where(fs.filename, getattr(fs, "end_lineno", None))[1],
             "end_col": getattr(fs, "end_colno", None)}
 
 
@@ -136,6 +150,10 @@ def _message(e: BaseException) -> str:
         text = str(e)
     except Exception:  # noqa: BLE001
         text = repr(e)
+    for name, (path, _, label) in renamed.items():  # `kernel at <cell file>:1` as a cell
+        for form in (name, os.path.basename(name)):  # (a SyntaxError says the base name)
+            if form in text:
+                text = text.replace(form, f"{os.path.basename(path)}:{label}")
     return text[:_MAX_MSG]
 
 
@@ -167,7 +185,8 @@ def original_of(message: str) -> dict | None:
 
 def _syntax(e: BaseException) -> dict | None:
     if isinstance(e, SyntaxError) and e.filename and e.lineno:
-        return {"file": os.path.abspath(e.filename), "line": e.lineno,
+        file, line = where(e.filename, e.lineno)
+        return {"file": file, "line": line,
                 "col": (e.offset - 1) if e.offset else None}
     return None
 
@@ -209,8 +228,9 @@ def source_info_frames(source_info) -> list[dict]:
     except Exception:  # noqa: BLE001
         pass
     try:
-        return [{"file": f.file_name, "line": f.start_line, "name": f.function_name,
-                 "col": getattr(f, "start_column", None), "end_line": None, "end_col": None}
+        return [dict(zip(("file", "line"), where(f.file_name, f.start_line)),
+                     name=f.function_name, col=getattr(f, "start_column", None),
+                     end_line=None, end_col=None)
                 for f in source_info.traceback.frames][::-1]
     except Exception:  # noqa: BLE001
         return []

@@ -123,15 +123,17 @@ class _Call:
 
 
 class _Source:
-    def __init__(self):
+    def __init__(self, pm: PathMap):
+        self.pm = pm
         self._trees: dict[str, ast.Module | None] = {}
 
     def tree(self, path: str) -> ast.Module | None:
+        """The file's syntax tree (a notebook's: its program's, PathMap.source)."""
         if path not in self._trees:
+            text = self.pm.source(path)
             try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    self._trees[path] = ast.parse(fh.read())
-            except (OSError, SyntaxError, ValueError, RecursionError):
+                self._trees[path] = None if text is None else ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError):
                 self._trees[path] = None
         return self._trees[path]
 
@@ -236,7 +238,7 @@ class Locator:
 
     def __init__(self, pm: PathMap):
         self.pm = pm
-        self.src = _Source()
+        self.src = _Source(pm)
         self._analyses: dict[str, list] = {}  # path -> the engine's findings (static_site)
 
     def site(self, rec: dict) -> tuple[str, dict] | None:
@@ -286,8 +288,7 @@ class Locator:
             return None
         if local not in self._analyses:
             from pallas_lsp.engine.analyze import analyze  # noqa: PLC0415 - only on this path
-            text = "\n".join(self.pm.lines(local) or [])
-            self._analyses[local] = analyze(text, local).findings
+            self._analyses[local] = analyze(self.pm.source(local) or "", local).findings
         for f in self._analyses[local]:
             if f.code == code and kdef.lineno - 1 <= f.span.line <= (kdef.end_lineno or 0) - 1:
                 return local, f.span

@@ -2,10 +2,13 @@
 
     python -m pallas_lsp.runs.launcher script.py [ARGS...]
     python -m pallas_lsp.runs.launcher --pytest [PYTEST ARGS...]
+    python -m pallas_lsp.runs.launcher --notebook NOTEBOOK.ipynb INDEX:LINE,...
 
 The script runs as `__main__` (runpy), with `sys.argv = [script, *ARGS]` and
 the script's folder first on sys.path, as `python script.py` would. pytest runs
-in this process with `-p pallas_lsp.runs.pytest_plugin`. What the child reports
+in this process with `-p pallas_lsp.runs.pytest_plugin`. A notebook runs in a
+Jupyter kernel (`_notebook.py`; INDEX:LINE: each code cell's first line in the
+notebook's program, engine/cells.py). What the child reports
 and how is set by environment variables: see `pallas_lsp.runs._child` and `_report`.
 """
 from __future__ import annotations
@@ -15,7 +18,8 @@ import sys
 
 from pallas_lsp.runs import _child, _report
 
-USAGE = "usage: python -m pallas_lsp.runs.launcher (script.py [ARGS...] | --pytest [PYTEST ARGS...])"
+USAGE = ("usage: python -m pallas_lsp.runs.launcher (script.py [ARGS...] | --pytest "
+         "[PYTEST ARGS...] | --notebook NOTEBOOK.ipynb INDEX:LINE,...)")
 
 
 def _run_script(script: str, args: list[str]) -> int:
@@ -66,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return 2
+    if argv[0] == "--notebook" and len(argv) == 3:  # the kernel sets itself up and reports
+        from pallas_lsp.runs import _notebook
+        starts = dict(tuple(map(int, pair.split(":"))) for pair in argv[2].split(",") if pair)
+        return _notebook.run(argv[1], starts)
     _child.setup()
     try:
         if argv[0] == "--pytest":

@@ -39,6 +39,11 @@ class PathMap:
     prefixes: list[tuple[str, Path]] = field(default_factory=list)  # (child prefix, local dir)
     excluded: list[str] = field(default_factory=list)  # real paths of pallas-lsp's runtime dirs
     extra_files: list[str] = field(default_factory=list)  # the target itself, if outside root
+    # Notebooks (real path -> engine/cells.Program): a run's lines there are the program's
+    programs: dict = field(default_factory=dict)
+    # A notebook's cells as the kernel compiled them (`_report.renamed`): name -> (the
+    # notebook, the program line of the cell's first line). Only text names them so (races).
+    renamed: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self._root_real = os.path.realpath(self.root)
@@ -62,6 +67,19 @@ class PathMap:
                 break
         return cand if self.is_user(cand) else None
 
+    def moved(self, path: str, line: int) -> tuple[str, int]:
+        """A position printed under a cell's compiled name, in its notebook."""
+        where = self.renamed.get(path)
+        return (where[0], line + where[1]) if where else (path, line)
+
+    def label(self, path: str, line: int) -> str:
+        """`file.py:LINE`, or `notebook.ipynb:cell N:LINE` (1-based `line` of its program)."""
+        program = self.programs.get(os.path.realpath(path))
+        pos = program.position(line - 1, 0) if program is not None else None
+        if pos is not None:
+            return f"{os.path.basename(path)}:cell {pos.cell.number}:{pos.line + 1}"
+        return f"{os.path.basename(path)}:{line}"
+
     def is_user(self, path: str) -> bool:
         real = os.path.realpath(path)
         parts = Path(real).parts
@@ -82,8 +100,22 @@ class PathMap:
             return str(self.root / os.path.relpath(real, self._root_real))
         return path
 
+    def source(self, path: str) -> str | None:
+        """The text to parse: a notebook's program (magics neutralised), else the file's."""
+        program = self.programs.get(os.path.realpath(path))
+        if program is not None:
+            return program.text
+        lines = self.lines(path)
+        return None if lines is None else "\n".join(lines)
+
     def lines(self, path: str) -> list[str] | None:
+        """The lines as the user sees them (a notebook's: its code cells' own, in order,
+        one per line of its program)."""
         if path not in self._lines:
+            program = self.programs.get(os.path.realpath(path))
+            if program is not None:
+                self._lines[path] = [line for cell in program.cells for line in cell.lines]
+                return self._lines[path]
             try:
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     self._lines[path] = fh.read().splitlines()
@@ -435,17 +467,19 @@ def race_diagnostics(blocks: list[list[dict]], pm: PathMap) -> list[RunDiagnosti
             other = block[1 - i]
             if not acc.get("path"):
                 continue
-            local = pm.local(acc["path"])
+            path, line = pm.moved(acc["path"], int(acc["line"]))
+            local = pm.local(path)
             if local is None:
                 continue
-            line, col = int(acc["line"]), int(acc["col"])
+            col = int(acc["col"])
             key = (local, line, col, acc["kind"])
             if key in seen:
                 continue
             seen.add(key)
             if other.get("path"):
-                olocal = pm.local(other["path"]) or other["path"]
-                where = f"{os.path.basename(olocal)}:{other['line']}"
+                opath, oline = pm.moved(other["path"], int(other["line"]))
+                olocal = pm.local(opath) or opath
+                where = pm.label(olocal, oline)
             else:
                 olocal, where = None, "a line JAX does not report (e.g. `pltpu.sync_copy`)"
             if _actor(acc) == "a DMA":
@@ -464,8 +498,7 @@ def race_diagnostics(blocks: list[list[dict]], pm: PathMap) -> list[RunDiagnosti
                    f"(interpreter race detector).{hint}")
             related = ()
             if olocal is not None and other.get("path") and pm.is_user(olocal):
-                related = (RunRelated(pm.display(olocal),
-                                      pm.span(olocal, int(other["line"]), int(other["col"])),
+                related = (RunRelated(pm.display(olocal), pm.span(olocal, oline, int(other["col"])),
                                       f"the other {other['kind']} ({other.get('fn')})"),)
             span = pm.span(local, line, col)
             out.append(RunDiagnostic(path=pm.display(local), span=span, code=CODE_RACE,

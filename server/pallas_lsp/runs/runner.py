@@ -79,6 +79,7 @@ class _Plan:
     devices: int | None
     grace: float
     warnings: tuple = ()  # said at the start of the run's output
+    notebook: object = None  # a notebook target's program (engine/cells.Program)
 
 
 def prepare(spec: RunSpec) -> _Plan:
@@ -116,11 +117,29 @@ def prepare(spec: RunSpec) -> _Plan:
     if spec.compile_for:
         from pallas_lsp.runs.compile_mapping import check_generations
         check_generations(spec.compile_for)
+    notebook = _notebook_program(target, spec) if target.kind == "notebook" else None
     grace = profile.kill_grace if profile.kill_grace is not None else (
         20.0 if profile.remote else 5.0)
     return _Plan(spec=spec, target=target, root=root, profile=profile, mode=mode,
                  timeout=float(timeout), devices=devices, grace=float(grace),
-                 warnings=tuple(warnings))
+                 warnings=tuple(warnings), notebook=notebook)
+
+
+def _notebook_program(target: Target, spec: RunSpec):
+    """A notebook's code cells as the engine reads them (their program lines
+    are where a run's frames land); raises RunSpecError for what cannot run."""
+    from pallas_lsp.engine.cells import NOTEBOOK, DocumentError, to_program
+
+    try:
+        with open(target.path, encoding="utf-8") as fh:
+            program = to_program(fh.read(), NOTEBOOK)
+    except (OSError, UnicodeDecodeError, DocumentError) as e:
+        raise RunSpecError(f"{target.path}: {e}") from None
+    if program.note:
+        raise RunSpecError(f"{target.path}: {program.note}")
+    if spec.args:
+        raise RunSpecError("a notebook takes no arguments")
+    return program
 
 
 def start_run(spec: RunSpec, on_output: OnOutput | None = None,
@@ -310,6 +329,8 @@ class RunHandle:
         runtime = Path(self._tmp) / "stage" / RUNTIME_DIR
         _stage_runtime(runtime)
         pm = PathMap(root=plan.root, excluded=[os.path.realpath(self._tmp)])
+        if plan.notebook is not None:  # its frames are on the program's lines
+            pm.programs[os.path.realpath(plan.target.path)] = plan.notebook
         if not plan.profile.remote:
             pm.extra_files.append(os.path.realpath(plan.target.path))
         try:
@@ -331,6 +352,9 @@ class RunHandle:
         if t.kind == "pytest":
             return ["-m", "pallas_lsp.runs.launcher", "--pytest", "--", t.nodeid(plan.root),
                     "--capture=tee-sys", *plan.spec.args]
+        if t.kind == "notebook":
+            starts = ",".join(f"{c.index}:{c.start}" for c in plan.notebook.cells)
+            return ["-m", "pallas_lsp.runs.launcher", "--notebook", t.relpath(plan.root), starts]
         return ["-m", "pallas_lsp.runs.launcher", t.relpath(plan.root), *plan.spec.args]
 
     def _child_env(self, base: dict, report: str, pythonpath: str, remote: bool) -> dict:
@@ -466,6 +490,9 @@ class RunHandle:
             for f in r.get("failures") or []:
                 diags.append(with_kernel_findings(failure_diagnostic(f, pm, fallback),
                                                   f.get("kernels"), pm, static))
+        for r in reports:  # a notebook's race lines name its cells' compiled names
+            pm.renamed.update((name, tuple(where[:2])) for name, where in
+                              (r.get("renamed") or {}).items())
         diags += race_diagnostics(self._races.blocks, pm)
         hangs = [r["hang"] for r in reports if r.get("hang")]
         res = RunResult(status=Status.FAILED, argv=self._argv, exit_code=rc, tests=outcomes)

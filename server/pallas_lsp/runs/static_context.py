@@ -52,14 +52,14 @@ class StaticContext:
     def analysis(self, path: str):
         if path not in self._analyses:
             from pallas_lsp.engine.analyze import analyze  # noqa: PLC0415 - only when needed
-            text = "\n".join(self.pm.lines(path) or [])
+            text = self.pm.source(path)
             self._analyses[path] = analyze(text, path) if text else None
         return self._analyses[path]
 
     def _tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
             try:
-                self._trees[path] = ast.parse("\n".join(self.pm.lines(path) or []))
+                self._trees[path] = ast.parse(self.pm.source(path) or "")
             except (SyntaxError, ValueError, RecursionError):
                 self._trees[path] = None
         return self._trees[path]

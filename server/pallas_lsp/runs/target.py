@@ -25,7 +25,7 @@ _TEST_DEF = re.compile(r"^(def|async def|class) (test_|Test)", re.M)
 class Target:
     path: Path  # absolute file or folder
     test: str | None  # the part after the first "::" of a node id, if any
-    kind: str  # "pytest" | "script"
+    kind: str  # "pytest" | "script" | "notebook" (a .ipynb file, whatever `kind` asked)
 
     def relpath(self, root: Path) -> str:
         """The path relative to `root`, '/'-separated ('.' for the root itself)."""
@@ -66,6 +66,12 @@ def parse_target(text: str, cwd: str | os.PathLike | None = None, kind: str = "a
     path = Path(os.path.abspath(base / path_text))
     if not path.exists():
         raise TargetError(f"{path_text}: no such file or folder")
+    if path.suffix.lower() == ".ipynb" and path.is_file():
+        if test:
+            raise TargetError(f"{text}: a notebook target cannot name a test")
+        if kind == "pytest":
+            raise TargetError(f"{path_text}: a notebook is not a pytest file")
+        return Target(path=path, test=None, kind="notebook")
     if kind == "auto":
         kind = _guess_kind(path, test)
     if kind == "script":

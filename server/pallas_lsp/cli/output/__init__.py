@@ -90,9 +90,9 @@ def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Ro
                 rpath = os.path.abspath(r.path) if r.path else absolute
                 rshown = display_path(r.path) if r.path else shown
                 doc = documents.get(os.path.realpath(r.path) if r.path else here)
-                related.append((_loc(rpath, rshown, r.span, doc), r.message))
+                related.append((span_loc(rpath, rshown, r.span, doc), r.message))
             fix = chosen_fix(f, True)
-            loc = _loc(absolute, shown, f.span, item.document)
+            loc = span_loc(absolute, shown, f.span, item.document)
             if fix is not None and item.document is not None:
                 fix = _fix_in(fix, item.document)
             detail = item.document.relabel(f.detail) if item.document is not None else f.detail
@@ -121,7 +121,7 @@ def _cell_lines(documents: dict, path, number: int | None) -> tuple[str, ...] | 
     return next((c.lines for c in document.cells if c.number == number), None)
 
 
-def _loc(path: str, shown: str, span, document) -> Loc:
+def span_loc(path: str, shown: str, span, document) -> Loc:
     """1-based; in a document, in its cell (notebooks) or on the page."""
     if document is not None:
         moved = document.span(span)
