@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 import re
 import sys
 import warnings
@@ -96,7 +97,12 @@ def run(path: str, starts: dict[int, int]) -> int:
     # The kernel's stdin is a closed pipe, not the SSH connection: this process watches it,
     # and ends the kernel (a session of its own) with itself.
     watch = os.environ.pop("PALLAS_LSP_WATCH_STDIN", None) == "1"
-    km = AsyncKernelManager(kernel_name="pallas-lsp", kernel_spec_manager=ThisPython())
+    # Unix sockets in a private folder, not TCP ports on localhost: no other local
+    # user can reach the kernel, and it works where loopback TCP is closed (a TPU VM
+    # sandbox). Windows has no ipc transport: TCP there, as Jupyter does.
+    ipc = {} if os.name == "nt" else {
+        "transport": "ipc", "ip": os.path.join(tempfile.mkdtemp(prefix="pallas-lsp-kernel-"), "k")}
+    km = AsyncKernelManager(kernel_name="pallas-lsp", kernel_spec_manager=ThisPython(), **ipc)
     client = Echo(nb, km=km, timeout=None, allow_errors=False,
                   resources={"metadata": {"path": os.path.dirname(path)}})
     # Two hidden cells, appended to the notebook in memory (nbclient keeps each
