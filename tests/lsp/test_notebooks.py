@@ -360,6 +360,24 @@ async def test_notebook_json_opened_as_text_is_not_python():
             assert not await s.inlay_hints(uri)
 
 
+async def test_cells_joined_as_text_under_the_notebooks_name_are_python():
+    """jupyterlab-lsp sends a notebook as one text document of its code cells
+    (two blank lines between cells, magics rewritten) under the notebook's
+    own name, not through notebook sync: that text is Python, analysed."""
+    joined = "\n\n\n".join((IMPORTS, KERNEL, "get_ipython().run_line_magic('timeit', '')",
+                             LAUNCH))
+    async with notebook_session("neovim") as s:
+        uri = (KERNELS / "joined.ipynb").as_uri()
+        s.open(uri, joined)
+        found = await s.diagnostics(uri)
+        at = position_of(joined, *find(joined, "x_ref[...]"), s.encoding)
+        # as in the notebook itself (PAL204: the launch says ANY)
+        assert sorted((d.code, d.range.start.line, d.range.start.character) for d in found) \
+            == [("PAL101", at.line, at.character), ("PAL204", at.line, at.character)]
+        hover = await s.hover(uri, at.line, at.character)
+        assert hover is not None and "Ref" in hover.contents.value
+
+
 HELPER = ("from jax.experimental.pallas import tpu as pltpu\n\n\n"
           "def kernel(x_ref, o_ref, sem):\n"
           "    copy = pltpu.make_async_copy(x_ref[...], o_ref, sem)\n"

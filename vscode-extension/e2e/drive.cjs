@@ -7,7 +7,10 @@
 // of reading it" is offered and applied; the line reads `scratch` and the
 // Problems panel is empty; in tokens_kernel.py the Ref `x_ref`, the Array `y`
 // and the semaphore `sems` get different colours from the default theme (our
-// semantic tokens). Selectors are VS Code 1.139 internals.
+// semantic tokens); the run command; the output channel; buggy_notebook.ipynb
+// in VS Code's notebook editor: PAL101 in the kernel cell (squiggle, Problems
+// panel at the cell's own line and column) and the hover on `x_ref` in that
+// cell. Selectors are VS Code 1.139 internals.
 "use strict";
 
 const path = require("node:path");
@@ -31,6 +34,10 @@ const FIXED = "make_async_copy(scratch, o_hbm, sem)";
 // 1-based line:column of the flagged `scratch[...]` and of `sem` in the fixture
 const FLAGGED_AT = "15:35";
 const SEM_AT = "15:56";
+// tests/editors/fixtures/buggy_notebook.ipynb: PAL101 in the kernel cell,
+// launched from the next cell
+const NOTEBOOK = "buggy_notebook.ipynb";
+const NOTEBOOK_HOVER = "x_ref: Ref · ANY";
 
 const started = Date.now();
 function log(message) {
@@ -201,6 +208,64 @@ async function main() {
     }
     await page.waitForTimeout(1000);
     await shot("output-channel.png");
+
+    step = "a notebook: the diagnostic in its kernel cell";
+    log(step);
+    // VS Code's built-in ipynb support opens it in the notebook editor (no
+    // Jupyter extension, no kernel); the client sends it by notebook sync.
+    await openFile(page, NOTEBOOK);
+    const kernelCell = page.locator(".notebook-editor .cell-editor-container .monaco-editor",
+      { hasText: "def copy_kernel" }).first();
+    await kernelCell.waitFor({ timeout: 60_000 });
+    await kernelCell.locator(".squiggly-error").first().waitFor({ timeout: 60_000 });
+    await page.keyboard.press("Control+Shift+M");
+    const cellRow = page.locator(".markers-panel .monaco-list-row", { hasText: CODE });
+    await cellRow.first().waitFor({ timeout: 60_000 });
+    const cellRowText = (await cellRow.first().innerText()).replace(/\s+/g, " ");
+    log(`problems row: ${cellRowText}`);
+    // the cell's own position: line 2, column 34 of the kernel cell
+    if (!cellRowText.includes("must be Refs") || !cellRowText.includes("[Ln 2, Col 34]")) {
+      throw new Error(`unexpected problem text: ${cellRowText}`);
+    }
+    // the panel covers the kernel cell: scroll the notebook (a virtual list)
+    const list = await page.locator(".notebook-editor .monaco-list").first().boundingBox();
+    await page.mouse.move(list.x + list.width / 2, list.y + 40);
+    await page.mouse.wheel(0, 180);
+    await page.waitForTimeout(500);
+    await shot("vscode-notebook-diagnostic.png");
+
+    step = "a notebook: hover on the Ref `x_ref` in its kernel cell";
+    log(step);
+    await quickInput(page, "F1", ">View: Toggle Panel Visibility");  // the whole cell in view
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Toggle Panel Visibility" }).first()
+      .waitFor({ timeout: 30_000 });
+    await page.keyboard.press("Enter");
+    await page.locator(".markers-panel").waitFor({ state: "hidden", timeout: 10_000 });
+    await page.waitForTimeout(300);
+    const at = await kernelCell.evaluate((editor) => {
+      // the parameter `x_ref` on the cell's `def` line, by its text node
+      const line = [...editor.querySelectorAll(".view-line")]
+        .find((l) => l.textContent.replace(/\u00a0/g, " ").startsWith("def "));
+      const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const i = node.data.indexOf("x_ref");
+        if (i >= 0) {
+          const range = document.createRange();
+          range.setStart(node, i);
+          range.setEnd(node, i + "x_ref".length);
+          const r = range.getBoundingClientRect();
+          return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+        }
+      }
+      return null;
+    });
+    if (!at) throw new Error("`x_ref` not found on the kernel cell's def line");
+    await page.mouse.move(at.x, at.y);
+    await page.mouse.move(at.x + 1, at.y);
+    const cellHover = page.locator(".monaco-hover:not(.hidden)", { hasText: NOTEBOOK_HOVER });
+    await cellHover.first().waitFor({ timeout: 30_000 });
+    log(`hover: ${(await cellHover.first().innerText()).replace(/\s+/g, " ")}`);
+    await shot("vscode-notebook-hover.png");
     log("PASSED");
   } catch (err) {
     log(`FAILED at step "${step}": ${err && err.stack ? err.stack : err}`);

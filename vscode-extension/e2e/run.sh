@@ -14,7 +14,8 @@
 # user-data, extensions, HOME and XDG dirs), installs the .vsix, and runs
 # drive.cjs: open a buggy kernel, PAL101 in the Problems panel, the hover on
 # `sem`, the quick fix, the diagnostic gone; semantic tokens colour a Ref and an
-# Array differently with the default theme. Screenshots: docs/editors/img/.
+# Array differently with the default theme; a notebook (VS Code's own notebook
+# editor, no Jupyter extension): PAL101 in its kernel cell and the hover there. Screenshots: docs/editors/img/.
 # Logs: vscode-extension/e2e/out/. Exit status 0 when every step passed.
 set -euo pipefail
 
@@ -137,6 +138,7 @@ mkdir -p "$HOME" "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" "$XDG_CACHE_HOME"
   "$USER_DATA/User" "$EXTENSIONS" "$WORKSPACE"
 chmod 700 "$XDG_RUNTIME_DIR" 2>/dev/null || mkdir -m 700 -p "$XDG_RUNTIME_DIR"
 cp "$KERNEL" "$WORKSPACE/buggy_kernel.py"
+cp "$REPO/tests/editors/fixtures/buggy_notebook.ipynb" "$WORKSPACE/"  # the notebook step
 cp "$REPO/tests/lsp/kernels/editor_kernel.py" "$WORKSPACE/tokens_kernel.py"  # semantic tokens
 printf '[project]\nname = "kernels"\nversion = "0"\n' >"$WORKSPACE/pyproject.toml"
 # Files an attacker would plant in a repository: each one that Python runs

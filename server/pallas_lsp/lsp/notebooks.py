@@ -47,14 +47,20 @@ def program_uri(notebook_uri: str) -> str:
     return f"{notebook_uri}{'&' if '#' in notebook_uri else '#'}{_PROGRAM}"
 
 
-def is_notebook_json(uri: str) -> bool:
-    """A text document named `*.ipynb`: a notebook's JSON opened as text,
-    never Python (the notebook itself comes through notebook sync)."""
+def is_notebook_json(uri: str, text: str) -> bool:
+    """A text document named `*.ipynb` that holds the notebook's JSON: never
+    Python (the notebook itself comes through notebook sync). One that holds
+    Python is a client's own join of the cells, sent under the notebook's
+    name (jupyterlab-lsp does so), and is analysed as a file."""
     try:
         path = urlsplit(uri).path
     except ValueError:
         return False
-    return path.lower().endswith(".ipynb") and not uri.endswith(_PROGRAM)
+    if not path.lower().endswith(".ipynb") or uri.endswith(_PROGRAM):
+        return False
+    # nbformat's JSON is an object with "cells"; Python cells joined never
+    # start with `{` and name "cells" in the same text by chance alone
+    return text.lstrip().startswith("{") and '"cells"' in text
 
 
 # ---------------------------------------------------------------- the program and its cells

@@ -595,10 +595,12 @@ class PallasLanguageServer(LanguageServer):
     # ------------------------------------------------------------ analysis
 
     def snapshot(self, uri: str) -> Snapshot | None:
-        if notebooks.is_notebook_json(uri) or self.notebooks.of_cell(uri) is not None:
-            return None  # a notebook's JSON opened as text: not Python; a cell: its notebook's
+        if self.notebooks.of_cell(uri) is not None:
+            return None  # a cell: its notebook's
         doc = self.documents.get(uri)
-        return doc.snapshot() if doc is not None else None
+        if doc is None or notebooks.is_notebook_json(uri, doc.text):
+            return None  # a notebook's JSON opened as text: not Python
+        return doc.snapshot()
 
     async def analysis_for(self, uri: str) -> tuple[Snapshot, Analysis] | None:
         """The current version and its analysis; ContentModified when a newer
