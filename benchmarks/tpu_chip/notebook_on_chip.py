@@ -7,7 +7,13 @@ interpreted: a block shape a TPU refuses (PAL401, the launch in a later cell
 than the kernel), its fixed twin, and a kernel that starts a DMA and never
 waits for it (the chip halts the core: PAL302 where the engine finds it).
 What `run` printed goes next to each notebook as NAME.json / NAME.err;
-tests/runs/test_chip_replay.py reads them from tests/runs/data/chip_v5e/.
+
+Tried on the device tool's v5e machine (2026-12-06): the Jupyter kernel died at
+start with libzmq's "Address family not supported by protocol
+(src/ip_resolver.cpp:542)". That sandbox closes even loopback TCP, and
+ipykernel's IOPub thread binds a loopback TCP pipe whatever the transport (the
+kernel's own channels use Unix sockets here). A TPU VM, Colab or Kaggle keeps
+loopback open; where it is closed, run the notebook's code as a script.
 """
 from __future__ import annotations
 
