@@ -104,27 +104,31 @@ _fingerprint: str | None = None
 
 
 def fingerprint() -> str:
-    """A hash of every file of the installed pallas_lsp package (code and
-    data): a new version, or an edit during development, starts a new bucket."""
+    """The engine fingerprint of the installed pallas_lsp package."""
     global _fingerprint
     if _fingerprint is None:
-        top = Path(__file__).resolve().parent.parent
-        h = hashlib.blake2b(digest_size=16)
-        files = []
-        for folder, dirs, names in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files.extend(os.path.join(folder, n) for n in names
-                         if n.endswith((".py", ".json", ".toml")))
-        for path in sorted(files):
-            h.update(os.path.relpath(path, top).encode() + b"\0")
-            try:
-                with open(path, "rb") as fh:
-                    h.update(fh.read())
-            except OSError:
-                h.update(b"\1unreadable")
-            h.update(b"\0")
-        _fingerprint = h.hexdigest()
+        _fingerprint = package_hash(Path(__file__).resolve().parent.parent)
     return _fingerprint
+
+
+def package_hash(top: Path) -> str:
+    """A hash of every file of the package at `top` (code and data): a new
+    version, or an edit during development, starts a new bucket."""
+    h = hashlib.blake2b(digest_size=16)
+    files = []
+    for folder, dirs, names in os.walk(top):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        files.extend(os.path.join(folder, n) for n in names
+                     if n.endswith((".py", ".json", ".toml")))
+    for path in sorted(files):
+        h.update(os.path.relpath(path, top).encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(b"\1unreadable")
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------- what an analysis read
@@ -323,9 +327,10 @@ class ResultCache:
         try:
             _write_atomic(self._entry(real), data)
         except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC,
-                             errno.EDQUOT):
-                self._unwritable(exc)
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                self._unwritable(exc)  # said once
+            elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                self.writable = False  # a full disk: the report, if anything, says so
             # else (the bucket removed under us by another version's run): a miss next time
 
 

@@ -319,8 +319,6 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         from pallas_lsp.check.cache import ResultCache, TrackedProject
 
         cache = ResultCache(options.cache_dir, root=str(root), coverage=options.coverage).open()
-        if cache.warning and cache.warning not in options.warnings:
-            options.warnings.append(cache.warning)
         project = TrackedProject([str(root)], overlay=overlay)
     else:
         project = Project([str(root)], overlay=overlay)
@@ -346,6 +344,8 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
                                  coverage, cache)
     if cache is not None:
         options.notes.append(f"{cache.hits} analyses reused from the cache ({cache.folder})")
+        if cache.warning and cache.warning not in options.warnings:  # --fix checks again
+            options.warnings.append(cache.warning)
     for real, item in checked.items():
         extra = foreign.get(real, [])
         if extra:

@@ -44,6 +44,7 @@ DEFAULT_EXCLUDE = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
     ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache",
     ".svn", ".tox", ".venv", ".vscode", "__pycache__", "__pypackages__", "_build", "buck-out",
+    ".pallas_lsp_cache",
     "build", "dist", "node_modules", "site-packages", "venv", "*.egg-info/",
 )
 
