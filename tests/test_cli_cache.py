@@ -33,7 +33,7 @@ def fetch(src, dst, sem):
     c.start()
     c.wait()
 '''
-HELPER_GOOD = HELPER_BAD.replace("(src, dst, sem)\n    c.start", "(src, dst, sem.at[0])\n    c.start")
+HELPER_GOOD = HELPER_BAD.replace("copy(src, dst, sem)", "copy(src, dst, sem.at[0])")
 
 KERNEL = '''\
 import jax
@@ -417,3 +417,28 @@ def test_no_cache_writes_nothing_and_the_default_folder_is_the_project_root(tmp_
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
                                 cwd=tree, capture_output=True, text=True, check=True).stdout
         assert "k.py" in status and ".pallas_lsp_cache" not in status
+
+
+def test_entries_unused_for_a_month_are_swept_and_used_ones_kept(tmp_path):
+    tree = project(tmp_path)
+    (tree / "old.py").write_text(KERNEL.format(module="pkg.helpers"))
+    cache = tmp_path / "cache"
+    check(tree, cache)
+    (tree / "old.py").unlink()  # its entry is never used again
+
+    def entry_of(name: str) -> Path:
+        return next(f for f in entries(cache) if json.loads(f.read_text())["key"][1]
+                    == os.path.realpath(tree / name))
+
+    old, used = entry_of("old.py"), entry_of("k.py")
+    day = 24 * 3600
+    for f, age in ((old, 40 * day), (used, 40 * day)):
+        os.utime(f, (f.stat().st_atime, f.stat().st_mtime - age))
+    marker = next(cache.glob("check-v*/.swept"))
+    os.utime(marker, (0, marker.stat().st_mtime - 2 * day))  # the last sweep: two days ago
+    assert check(tree, cache)[1] == 2
+    assert not old.exists() and used.exists()  # k.py analysed again (swept), rewritten
+    os.utime(used, (used.stat().st_atime, used.stat().st_mtime - 10 * day))
+    before = used.stat().st_mtime
+    assert check(tree, cache)[1] == 3  # swept a day ago: not now; reused, and touched
+    assert used.stat().st_mtime > before + 9 * day

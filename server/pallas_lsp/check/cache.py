@@ -56,6 +56,9 @@ ENV = "PALLAS_LSP_CACHE_DIR"
 DEFAULT_NAME = ".pallas_lsp_cache"
 _BUCKET = "check-v"  # a bucket per format, version, fingerprint and Python
 _STALE_BUCKET_S = 24 * 3600  # another version's bucket unused this long is removed
+_STALE_ENTRY_S = 30 * 24 * 3600  # an entry unused this long is removed (a deleted file's)
+_TOUCH_S = 7 * 24 * 3600  # a reused entry older than this is touched: it is in use
+_SWEEP_S = 24 * 3600  # a bucket is swept at most this often
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by pallas-lsp.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
@@ -217,6 +220,7 @@ class ResultCache:
                 raise PermissionError(errno.EACCES, "not writable", str(self.bucket))
             if fresh:
                 self._prune()
+            self._sweep(fresh)
         except OSError as exc:
             self._unwritable(exc)
         return self
@@ -246,6 +250,32 @@ class ResultCache:
             except OSError:
                 pass
 
+    def _sweep(self, fresh: bool) -> None:
+        """At most once a day: entries unused for a month (files deleted or
+        moved since) and temporary files a killed run left."""
+        marker = self.bucket / ".swept"
+        now = time.time()
+        try:
+            if now - os.stat(marker).st_mtime < _SWEEP_S:
+                return
+        except OSError:
+            pass
+        try:
+            _write_atomic(marker, b"")
+            if fresh:
+                return
+            entries = list(os.scandir(self.bucket))
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                if (entry.name.endswith(".json") and age > _STALE_ENTRY_S) or \
+                        (entry.name.startswith(".tmp-") and age > 3600):
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
     # ------------------------------------------------------------ entries
 
     def _entry(self, real: str) -> Path:
@@ -257,6 +287,7 @@ class ResultCache:
         try:
             with open(self._entry(real), "rb") as fh:
                 entry = json.loads(fh.read(), object_hook=_decode)
+                used = os.fstat(fh.fileno()).st_mtime
             if entry["key"] != [self.settings, real, digest(text)]:
                 return None
             for (importing, module, level), found in entry["resolved"]:
@@ -280,6 +311,11 @@ class ResultCache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None  # no entry, or one we cannot use: analysed again, and replaced
         self.hits += 1
+        if time.time() - used > _TOUCH_S and self.writable:
+            try:  # still in use: not swept
+                os.utime(self._entry(real))
+            except OSError:
+                pass
         return analysis, document
 
     # Entries share most of what they check (the same helpers, imported
