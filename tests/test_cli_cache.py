@@ -9,10 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from test_cli_misc import HELPERS as HELPER_BAD  # a DMA helper: PAL103 for a (2,) semaphore
+from test_cli_notebooks import write_page  # a Markdown and an rst page with a kernel
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "pallas_lsp"]
@@ -24,15 +25,6 @@ FIXTURES = {  # every folder of files the suite gives the command line
     "lsp_kernels": REPO / "tests" / "lsp" / "kernels",
 }
 
-HELPER_BAD = '''\
-from jax.experimental.pallas import tpu as pltpu
-
-
-def fetch(src, dst, sem):
-    c = pltpu.make_async_copy(src, dst, sem)
-    c.start()
-    c.wait()
-'''
 HELPER_GOOD = HELPER_BAD.replace("copy(src, dst, sem)", "copy(src, dst, sem.at[0])")
 
 KERNEL = '''\
@@ -54,46 +46,6 @@ def run(x):
                           out_specs=pl.BlockSpec(memory_space=pl.ANY),
                           scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
 '''
-
-PAGE = textwrap.dedent('''\
-    # A page
-
-    ```python
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    def kernel(x_ref, o_ref, sem):
-        copy = pltpu.make_async_copy(x_ref[...], o_ref, sem)
-        copy.start()
-        copy.wait()
-
-    def run(x):
-        return pl.pallas_call(kernel, out_shape=...,
-                              in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                              scratch_shapes=[pltpu.SemaphoreType.DMA(())])(x)
-    ```
-    ''')
-RST = textwrap.dedent('''\
-    Page
-    ====
-
-    .. code-block:: python
-
-       from jax.experimental import pallas as pl
-       from jax.experimental.pallas import tpu as pltpu
-
-       def kernel(x_ref, o_ref, sem):
-           copy = pltpu.make_async_copy(x_ref[...], o_ref, sem.at[0])
-           copy.start()
-           copy.wait()
-
-       def run(x):
-           return pl.pallas_call(kernel, out_shape=...,
-                                 in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                                 out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                                 scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])(x)
-    ''')
 
 
 def env(**extra: str) -> dict:
@@ -149,13 +101,11 @@ def test_results_are_the_same_with_and_without_the_cache_on_every_fixture(tmp_pa
     tree = tmp_path / "tree"
     for name, folder in FIXTURES.items():
         shutil.copytree(folder, tree / name)
-    (tree / "docs").mkdir()
-    (tree / "docs" / "page.md").write_text(PAGE)
-    (tree / "docs" / "page.rst").write_text(RST)
+    write_page(tree)
     (tree / "multi").mkdir()
     shutil.copytree(project(tmp_path), tree / "multi", dirs_exist_ok=True)
     cache = tmp_path / "cache"
-    paths = (".", "docs/page.md", "docs/page.rst")
+    paths = (".", "docs/guide.md", "docs/guide.rst")
 
     plain, _ = check(tree, None, *paths)
     cold, reused_cold = check(tree, cache, *paths)

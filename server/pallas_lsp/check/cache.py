@@ -41,12 +41,12 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from enum import Enum
 from pathlib import Path
 
 from pallas_lsp import __version__
+from pallas_lsp.check.atomic import replace_file
 from pallas_lsp.engine.cells import Cell, Program
 from pallas_lsp.engine.model import Analysis, Edit, Finding, Fix, Related, Severity, Span
 from pallas_lsp.engine.project import Project
@@ -371,19 +371,10 @@ class ResultCache:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Whole or not at all: a reader sees the old entry or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            os.fchmod(fh.fileno(), _MODE)  # mkstemp's 0600 would keep a shared cache private
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Whole or not at all: a reader sees the old entry or the new one (the
+    mode is the umask's: mkstemp's 0600 would keep a shared cache private)."""
+    replace_file(str(path), data, prefix=".tmp-", suffix=".part",
+                 finish=lambda fd, tmp: os.fchmod(fd, _MODE))
 
 
 # ---------------------------------------------------------------- JSON
