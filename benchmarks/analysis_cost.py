@@ -100,7 +100,7 @@ def child(mode: str, path: str) -> None:
     t = time.perf_counter()
     codes: list[str] = []
     if mode == "cli":
-        sys.argv = ["pallas-lsp", "check", "--no-config", "--exit-zero", "-q", path]
+        sys.argv = ["pallas-lsp", "check", "--no-config", "--no-cache", "--exit-zero", "-q", path]
         try:
             runpy.run_module("pallas_lsp", run_name="__main__")
         except SystemExit:

@@ -71,7 +71,8 @@ def main() -> None:
     env = {k: v for k, v in base.items() if k != "PALLAS_LSP_JOBS"}
     subprocess.run([sys.executable, "-c", "import pallas_lsp.cli, pallas_lsp.check.checker"],
                    env=env, check=False)  # writes the bytecode once
-    check = [sys.executable, "-m", "pallas_lsp", "check", "--exit-zero",
+    # --no-cache: the analysis itself (cli_cache.py measures the cache)
+    check = [sys.executable, "-m", "pallas_lsp", "check", "--no-cache", "--exit-zero",
              "--output-format", "concise"]
     files = sum(1 for _ in Path(tree).rglob("*.py"))
     print(f"tree: {tree} ({files} files); {os.cpu_count()} cores; "

@@ -80,7 +80,8 @@ def test_two_processes_find_what_one_finds_across_files(tmp_path):
         (tmp_path / f"k{i}.py").write_text(LAUNCH.format(index="[...]" if i % 2 else ""))
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "user.py").write_text(LAUNCH.format(index=""))
-    args = ("check", "--verbose", "--output-format", "json", "pkg", *(f"k{i}.py" for i in range(8)))
+    args = ("check", "--no-cache", "--verbose", "--output-format", "json", "pkg",
+            *(f"k{i}.py" for i in range(8)))
     one = cli(*args, cwd=tmp_path, env={"PALLAS_LSP_JOBS": "1"})
     two = cli(*args, cwd=tmp_path, env={"PALLAS_LSP_JOBS": "2"})
     assert "analysed 10 files in this process" in one.stderr
@@ -94,7 +95,7 @@ def test_two_processes_find_what_one_finds_across_files(tmp_path):
 
 def test_small_inputs_stay_in_one_process(tmp_path):
     (tmp_path / "k.py").write_text(BUGGY)
-    r = cli("check", "--no-config", "--verbose", ".", cwd=tmp_path,
+    r = cli("check", "--no-config", "--no-cache", "--verbose", ".", cwd=tmp_path,
             env={"PALLAS_LSP_JOBS": ""})
     assert "analysed 1 files in this process" in r.stderr
 

@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pallas_lsp.check.config import ProjectConfig, find_pyproject, load_project_config
-from pallas_lsp.engine import analyze
-from pallas_lsp.engine.analyze import MAX_BYTES
 from pallas_lsp.engine.cells import NOTEBOOK, DocumentError, Program, document_kind, to_program
 from pallas_lsp.engine.model import Analysis, Finding
 from pallas_lsp.engine.project import Project
-from pallas_lsp.engine.source import decode_bytes
+from pallas_lsp.engine.source import MAX_BYTES, decode_bytes
 from pallas_lsp.check.globs import GitIgnore, find_git_root
 
 
@@ -46,6 +44,8 @@ class Options:
     sources: dict[str, str] = field(default_factory=dict)
     jobs: int | None = None  # None: decide by the input's size
     notes: list[str] = field(default_factory=list)  # for --verbose: what was skipped and why
+    cache_dir: Path | None = None  # the result cache (cache.py); None: none
+    warnings: list[str] = field(default_factory=list)  # for stderr, each once
 
 
 class Configs:
@@ -307,14 +307,22 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
     if options is None:
         options = Options(select=select, ignore=ignore, use_config=use_config,
                           coverage=coverage)
+    coverage = options.coverage
     configs = Configs(options)
     files, problems = discover(paths, configs)
     root, kind = _project_root(paths)
     sources = options.sources
     overlay = (lambda p: sources.get(os.path.realpath(p))) if sources else None
 
-    project = Project([str(root)], overlay=overlay)
-    analysed = _analyse(files, root, project, options)
+    cache = None
+    if options.cache_dir is not None:
+        from pallas_lsp.check.cache import ResultCache, TrackedProject
+
+        cache = ResultCache(options.cache_dir, root=str(root), coverage=options.coverage).open()
+        project = TrackedProject([str(root)], overlay=overlay)
+    else:
+        project = Project([str(root)], overlay=overlay)
+    analysed = _analyse(files, root, project, options, cache)
     checked: dict[str, Checked] = {}
     foreign: dict[str, list[Finding]] = {}
     reach: dict[str, dict] = {}  # coverage of a file's sites seen from other files
@@ -333,7 +341,11 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         _note_reach(reach, analysis)
     if kind != "installed":
         _analyse_outside_callers(project, root, kind == "project", checked, foreign, reach,
-                                 coverage)
+                                 coverage, cache)
+    if cache is not None:
+        options.notes.append(f"{cache.hits} analyses reused from the cache ({cache.folder})")
+        if cache.warning and cache.warning not in options.warnings:  # --fix checks again
+            options.warnings.append(cache.warning)
     for real, item in checked.items():
         extra = foreign.get(real, [])
         if extra:
@@ -352,21 +364,33 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
 # ---------------------------------------------------------------- analysis
 
 
-def _analyse(files: list[Path], root: Path, project: Project, options: Options
+def _analyse(files: list[Path], root: Path, project: Project, options: Options, cache=None
              ) -> list[tuple[Path, str, Analysis | None, Problem | None]]:
-    """Each file's analysis, in the order of `files`: in this process for
-    small inputs, else split over processes (each with its own Project; the
-    findings they report in other files come back in `Analysis.foreign`)."""
-    jobs = _jobs(files, options)
+    """Each file's analysis, in the order of `files`: from the cache, else
+    in this process for small inputs, else split over processes (each with
+    its own Project; the findings they report in other files come back in
+    `Analysis.foreign`)."""
+    out: list = [None] * len(files)
+    todo = list(range(len(files)))
+    if cache is not None:
+        for i in todo:
+            out[i] = _analyse_one(files[i], project, options.sources, options.coverage, cache,
+                                  analyse=False)
+        todo = [i for i in todo if out[i] is None]
+    missed = [files[i] for i in todo]
+    jobs = _jobs(missed, options)
     if jobs > 1:
         try:
-            out = _analyse_in_processes(files, root, options, jobs)
-            options.notes.append(f"analysed {len(files)} files in {jobs} processes")
+            for i, item in zip(todo, _analyse_in_processes(missed, root, options, jobs, cache)):
+                out[i] = item
+            options.notes.append(f"analysed {len(missed)} files in {jobs} processes")
             return out
         except (OSError, ImportError, RuntimeError):  # no processes here: one core then
             pass
-    options.notes.append(f"analysed {len(files)} files in this process")
-    return [_analyse_one(path, project, options.sources, options.coverage) for path in files]
+    options.notes.append(f"analysed {len(missed)} files in this process")
+    for i in todo:
+        out[i] = _analyse_one(files[i], project, options.sources, options.coverage, cache)
+    return out
 
 
 def _jobs(files: list[Path], options: Options) -> int:
@@ -396,8 +420,10 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage: bool):
-    """(path, real path, analysis, problem, document) of one file."""
+def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage: bool,
+                 cache=None, analyse: bool = True):
+    """(path, real path, analysis, problem, document) of one file; with
+    `analyse` False, None unless the cache has it (or it cannot be read)."""
     real = os.path.realpath(path)
     text = sources.get(real)
     kind = document_kind(str(path))
@@ -405,6 +431,10 @@ def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage
         text, problem = read_document(path) if kind is not None else read_source(path)
         if problem is not None:
             return path, real, None, problem, None
+    if cache is not None and not analyse:
+        hit = cache.get(real, text, project)
+        return (path, real, hit[0], None, hit[1]) if hit is not None else None
+    raw = text
     document = None
     if kind is not None:
         try:
@@ -414,22 +444,47 @@ def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage
         text = document.text
         if len(text) > MAX_BYTES:
             return path, real, None, _too_large(path, f"{len(text):,} characters of code"), None
-    analysis = analyze(text, real, project=project, coverage=coverage, findings_only=True)
+    analysis = _analyse_text(text, real, project, coverage, cache, raw, document)
     return path, real, analysis, None, document
+
+
+def _analyse_text(text: str, real: str, project: Project, coverage: bool, cache=None,
+                  raw: str | None = None, document: Program | None = None) -> Analysis:
+    """The engine on one file's (program) text; kept in the cache, keyed by
+    `raw` (the file's own text) and what the analysis read of others."""
+    from pallas_lsp.engine import analyze
+
+    if cache is None:
+        return analyze(text, real, project=project, coverage=coverage, findings_only=True)
+    from pallas_lsp.check.cache import Record
+
+    project.record = record = Record()
+    try:
+        analysis = analyze(text, real, project=project, coverage=coverage, findings_only=True)
+    finally:
+        project.record = None
+    cache.put(real, text if raw is None else raw, record, analysis, document)
+    return analysis
 
 
 _worker: dict = {}
 
 
-def _worker_start(root: str, sources: dict[str, str], coverage: bool) -> None:
+def _worker_start(root: str, sources: dict[str, str], coverage: bool, cache=None) -> None:
     overlay = (lambda p: sources.get(os.path.realpath(p))) if sources else None
-    _worker.update(project=Project([root], overlay=overlay), sources=sources, coverage=coverage)
+    if cache is not None:
+        from pallas_lsp.check.cache import TrackedProject
+        project = TrackedProject([root], overlay=overlay)
+    else:
+        project = Project([root], overlay=overlay)
+    _worker.update(project=project, sources=sources, coverage=coverage, cache=cache)
 
 
 def _worker_run(item: tuple[int, str]):
     index, path = item
     path, real, analysis, problem, document = _analyse_one(
-        Path(path), _worker["project"], _worker["sources"], _worker["coverage"])
+        Path(path), _worker["project"], _worker["sources"], _worker["coverage"],
+        _worker["cache"])
     if analysis is not None:  # only what the parent reads travels back
         analysis = Analysis(path=analysis.path, findings=analysis.findings,
                             foreign=analysis.foreign, coverage=analysis.coverage,
@@ -438,7 +493,8 @@ def _worker_run(item: tuple[int, str]):
     return index, real, analysis, problem, document
 
 
-def _analyse_in_processes(files: list[Path], root: Path, options: Options, jobs: int):
+def _analyse_in_processes(files: list[Path], root: Path, options: Options, jobs: int,
+                          cache=None):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -457,7 +513,8 @@ def _analyse_in_processes(files: list[Path], root: Path, options: Options, jobs:
     order = sorted(range(len(files)), key=lambda i: -size(files[i]))
     out: list = [None] * len(files)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
-                             initargs=(str(root), options.sources, options.coverage)) as pool:
+                             initargs=(str(root), options.sources, options.coverage,
+                                       cache)) as pool:
         for index, real, analysis, problem, document in pool.map(
                 _worker_run, [(i, str(files[i])) for i in order], chunksize=1):
             out[index] = (files[index], real, analysis, problem, document)
@@ -492,7 +549,7 @@ def _apply_reach(cov, seen: dict) -> None:
 def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
                              checked: dict[str, Checked],
                              foreign: dict[str, list[Finding]], reach: dict,
-                             coverage: bool) -> None:
+                             coverage: bool, cache=None) -> None:
     """Files outside the checked set that import a checked file: analyse
     them too (their findings are not reported, only what they reach in the
     checked files)."""
@@ -511,7 +568,9 @@ def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
         text = project.text(caller)
         if text is None:
             continue
-        analysis = analyze(text, caller, project=project, coverage=coverage, findings_only=True)
+        hit = cache.get(caller, text, project) if cache is not None else None
+        analysis = hit[0] if hit is not None else \
+            _analyse_text(text, caller, project, coverage, cache)
         for other, found in analysis.foreign.items():
             if other in checked:
                 foreign.setdefault(other, []).extend(found)

@@ -11,6 +11,7 @@
     respect-gitignore = true
     force-exclude = false
     output-format = "concise"
+    cache-dir = ".pallas_lsp_cache"    # `check`'s result cache (the default), relative to this file
     [tool.pallas-lsp.per-file-ignores]
     "tests/**" = ["PAL3"]
     [tool.pallas-lsp.severity]
@@ -43,6 +44,7 @@ DEFAULT_EXCLUDE = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
     ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache",
     ".svn", ".tox", ".venv", ".vscode", "__pycache__", "__pypackages__", "_build", "buck-out",
+    ".pallas_lsp_cache",
     "build", "dist", "node_modules", "site-packages", "venv", "*.egg-info/",
 )
 
@@ -56,7 +58,8 @@ _FOREIGN_KEYS = ("profiles",)  # runs: [tool.pallas-lsp.profiles.NAME]
 KNOWN_KEYS = ("select", "extend-select", "ignore", "extend-ignore", "include",
               "extend-include", "exclude",
               "extend-exclude", "per-file-ignores", "extend-per-file-ignores",
-              "respect-gitignore", "force-exclude", "output-format", "severity") + _FOREIGN_KEYS
+              "respect-gitignore", "force-exclude", "output-format", "severity",
+              "cache-dir") + _FOREIGN_KEYS
 
 
 class ConfigError(ValueError):
@@ -105,6 +108,7 @@ class ProjectConfig:
     respect_gitignore: bool = True
     force_exclude: bool = False
     output_format: str | None = None
+    cache_dir: str | None = None  # as written; relative to `root`
     severity: dict = field(default_factory=dict)  # code prefix -> level
     source: Path | None = None  # the pyproject.toml
     root: Path | None = None  # globs are relative to it; None: the current folder
@@ -302,6 +306,11 @@ def from_mapping(section: dict, where: str = "settings", *, strict: bool = True,
         bad(f"`output-format` must be one of {', '.join(OUTPUT_FORMATS)}")
         output_format = None
 
+    cache_dir = section.get("cache-dir")
+    if cache_dir is not None and (not isinstance(cache_dir, str) or not cache_dir.strip()):
+        bad("`cache-dir` must be a folder's path (a string)")
+        cache_dir = None
+
     exclude = strings("exclude")
     include = strings("include")
     return ProjectConfig(
@@ -314,6 +323,7 @@ def from_mapping(section: dict, where: str = "settings", *, strict: bool = True,
         respect_gitignore=flags.get("respect-gitignore", True),
         force_exclude=flags.get("force-exclude", False),
         output_format=output_format,
+        cache_dir=cache_dir,
         severity=severity,
         source=Path(where) if where != "settings" else None,
         root=root,

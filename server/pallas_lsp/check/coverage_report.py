@@ -9,11 +9,12 @@ page's lines."""
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pallas_lsp.check.checker import check_project
+from pallas_lsp.check.checker import Options, check_project
 
 
 @dataclass
@@ -66,9 +67,12 @@ def _totals(cov) -> Totals:
 
 
 def run(paths: list[Path], output_format: str = "text", verbose: bool = False,
-        use_config: bool = True) -> tuple[str, int]:
+        use_config: bool = True, cache_dir: Path | None = None) -> tuple[str, int]:
     """The report, and the exit code (0; 2 when no path exists)."""
-    checked, problems = check_project(paths, use_config=use_config, coverage=True)
+    options = Options(use_config=use_config, coverage=True, cache_dir=cache_dir)
+    checked, problems = check_project(paths, options=options)
+    for warning in options.warnings:
+        print(f"pallas-lsp: {warning}", file=sys.stderr)
     if not checked and problems and all(p.kind == "missing" for p in problems):
         return "\n".join(f"pallas-lsp: {p.path}: {p.message}" for p in problems), 2
     overall = Totals()

@@ -17,10 +17,10 @@ import errno
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pallas_lsp.check.atomic import replace_file
 from pallas_lsp.check.checker import Checked, Options, Problem, check_project, read_bytes
 from pallas_lsp.check.notebook_edit import changed_cells, replace_sources
 from pallas_lsp.engine.cells import (NOTEBOOK, DocumentError, Program, document_kind,
@@ -278,26 +278,18 @@ def write(entry: FileFix) -> None:
             fh.write(data)
             fh.truncate()
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".pallas-lsp-fix",
-                               dir=os.path.dirname(real))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+
+    def finish(fd: int, tmp: str) -> None:
+        os.fsync(fd)
         os.chmod(tmp, stat.S_IMODE(st.st_mode))
         if (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
             try:
                 os.chown(tmp, st.st_uid, st.st_gid)
             except OSError:
                 pass  # not allowed: the file becomes the user's, as an editor's save does
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    replace_file(real, data, prefix=f".{os.path.basename(real)}.", suffix=".pallas-lsp-fix",
+                 finish=finish)
 
 
 def write_all(run: FixRun, options: Options) -> list[str]:

@@ -58,6 +58,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                        "(for pre-commit)")
     files.add_argument("--no-config", "--isolated", dest="no_config", action="store_true",
                        help="ignore [tool.pallas-lsp] settings")
+    from pallas_lsp.cli import _cache
+
+    _cache.add_arguments(c)
     out = c.add_argument_group("reporting")
     out.add_argument("--exit-zero", action="store_true",
                      help="exit 0 even when problems are found")
@@ -116,12 +119,14 @@ def main(args) -> int:
 
 def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     from pallas_lsp.check import checker, fixes
+    from pallas_lsp.cli import _cache
     from pallas_lsp.cli.output import TEXT_FORMATS, render, rows_for
     from pallas_lsp.cli.output.text import Style, statistics, summary
 
     options = checker.Options(select=select, extend_select=extend or None, ignore=ignore,
                               use_config=not args.no_config, force_exclude=args.force_exclude,
-                              respect_gitignore=args.respect_gitignore)
+                              respect_gitignore=args.respect_gitignore,
+                              cache_dir=_cache.folder(args, not args.no_config))
     if stdin:
         path = Path(args.stdin_filename) if args.stdin_filename else Path("-")
         data = sys.stdin.buffer.read()
@@ -150,6 +155,9 @@ def _check_run(args, select, extend, ignore, stdin: bool) -> int:
     else:
         checked, problems = checker.check_project(paths, options=options)
 
+    if not args.silent:
+        for warning in options.warnings:
+            err(warning)
     missing = [p for p in problems if p.kind == "missing"]
     if missing and len(missing) == len(paths):
         for p in missing:

@@ -13,10 +13,7 @@ from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import OperandDecl, join
 from pallas_lsp.engine.rules import FLOOR, RULES
 from pallas_lsp.engine.rules._base import Context
-from pallas_lsp.engine.source import Source, parse, parses
-
-# Files bigger than this are not analysed (generated code); the caller is told.
-MAX_BYTES = 5_000_000
+from pallas_lsp.engine.source import MAX_BYTES, Source, parse, parses
 
 
 def analyze(source: str, path: str | None = None, *, project=None,

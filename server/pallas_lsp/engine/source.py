@@ -11,6 +11,8 @@ from pallas_lsp.engine.literals import opaque_displays
 from pallas_lsp.engine.model import Span
 from pallas_lsp.engine.records import record
 
+# Files bigger than this are not analysed (generated code); the caller is told.
+MAX_BYTES = 5_000_000
 _MAX_REPAIRS = 25
 _TOP_LEVEL = re.compile(r"\S")
 
