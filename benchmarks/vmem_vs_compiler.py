@@ -68,7 +68,9 @@ def _block_shape(bm) -> tuple:
     out = []
     for d in bm.block_shape:
         size = getattr(d, "block_size", d)
-        out.append(int(size) if isinstance(size, int) else 1)  # None / Squeezed: one row
+        # None / Squeezed: the kernel's buffer has no such dimension (the model drops it:
+        # a squeezed second-to-last dimension leaves the rows of the one before it)
+        out.append(int(size) if isinstance(size, int) else None)
     return tuple(out)
 
 
@@ -89,7 +91,8 @@ def needs(params) -> list[vmem.Need]:
         count = vmem.buffer_count(
             steps=steps, constant_index=_constant_index(bm.index_map_jaxpr, grid,
                                                         gm.num_index_operands),
-            buffered=getattr(mode, "buffer_count", None), whole_array=block == array)
+            buffered=getattr(mode, "buffer_count", None),
+            whole_array=tuple(d or 1 for d in block) == array)
         name = f"in[{i}]" if i < n_in else f"out[{i - n_in}]"
         out.append(vmem.Need(name, "block", block, bm.array_aval.dtype.name, count))
     for i, a in enumerate(gm.scratch_avals):
@@ -107,22 +110,33 @@ def _first_line(e: Exception) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0][:120]
 
 
-def compiled_vmem(params, avals, gen: str) -> tuple[int | str, bool]:
+def compiled_vmem(params, avals, gen: str, layouts: bool = True) -> tuple[int | str, bool]:
     """The kernel's scoped VMEM as the executable reports it (or the error),
     and whether XLA put an operand in VMEM itself (a copy into memory space 1
     before the kernel: that operand then needs no pipeline buffer)."""
     from jax._src.pallas.pallas_call import pallas_call_p
     from jax.experimental import topologies
+    from jax.experimental.layout import Format, Layout
 
     if gen not in _topologies:
         _topologies[gen] = topologies.get_topology_desc(platform="tpu",
                                                         topology_name=TOPOLOGIES[gen])
     dev = _topologies[gen].devices[0]
     sharding = jax.sharding.SingleDeviceSharding(dev)
-    structs = [S(a.shape, a.dtype, sharding=sharding) for a in avals]
+
+    def row_major(a):
+        # The layout an array jax made on a TPU has. Left free, the deviceless compile
+        # gives some narrow entry arrays a column-major layout and then relayouts them
+        # into VMEM itself before the kernel (measured: bf16[300,200], flash attention
+        # with a 64-wide head), which a real call does not do.
+        return Format(Layout(tuple(range(len(a.shape)))), sharding) if layouts else sharding
+
+    structs = [S(a.shape, a.dtype, sharding=row_major(a)) for a in avals]
+    outs = [row_major(a) for a in params["out_avals"]] if layouts else None
     try:
         with jax.default_device(dev):
-            exe = jax.jit(lambda *xs: pallas_call_p.bind(*xs, **params)).lower(*structs).compile()
+            exe = jax.jit(lambda *xs: pallas_call_p.bind(*xs, **params),
+                          out_shardings=outs).lower(*structs).compile()
     except Exception as e:  # noqa: BLE001 - reported as the row's result
         return f"error: {_first_line(e)}", False
     # The kernel's own line: XLA's copies around it have figures of their own.
@@ -348,6 +362,36 @@ def raised_limit(rows, cols, n):
     return f, [S((rows * n, cols), F32)]
 
 
+def window(array, block, imap, grid, dtype, mode=None):
+    """A copy of `array` through one block shape (squeezed dims, few rows)."""
+    kw = {"pipeline_mode": mode} if mode else {}
+
+    def f(x):
+        return pl.pallas_call(_copy, out_shape=S(array, dtype), grid=grid,
+                              in_specs=[pl.BlockSpec(block, imap, **kw)],
+                              out_specs=pl.BlockSpec(block, imap))(x)
+    return f, [S(array, dtype)]
+
+
+def _carry(x_ref, o_ref, s_ref):
+    @pl.when(pl.program_id(0) == 0)
+    def _():
+        s_ref[...] = jnp.zeros_like(s_ref)
+
+    s_ref[...] += x_ref[...]
+    o_ref[...] = s_ref[...]
+
+
+def small_scratch(n):
+    """One-row f32 blocks and a one-row scratch carried across the grid."""
+    def f(x):
+        return pl.pallas_call(_carry, out_shape=S((n, 1, 128), F32), grid=(n,),
+                              in_specs=[pl.BlockSpec((1, 1, 128), lambda i: (i, 0, 0))],
+                              out_specs=pl.BlockSpec((1, 1, 128), lambda i: (i, 0, 0)),
+                              scratch_shapes=[pltpu.VMEM((1, 1, 128), F32)])(x)
+    return f, [S((n, 1, 128), F32)]
+
+
 OWN = {
     "copy f32 (8,128) x4": lambda: copy((8, 128), 4, F32),
     "copy f32 (256,512) x4": lambda: copy((256, 512), 4, F32),
@@ -388,6 +432,20 @@ OWN = {
     "grid (4,3), block moves on axis 0": lambda: two_d_grid(128, 256, 4, 3),
     "grid (1,4), block moves on axis 0 (constant)": lambda: two_d_grid(128, 256, 1, 4),
     "vmem_limit_bytes raised, 24 MiB blocks": lambda: raised_limit(1536, 1024, 4),
+    "squeezed rows f32 (None,1,None,128)": lambda: window(
+        (2, 16, 1, 128), (None, 1, None, 128), lambda i: (0, i, 0, 0), (16,), F32),
+    "squeezed rows bf16 (4,None,128)": lambda: window(
+        (16, 1, 128), (4, None, 128), lambda i: (i, 0, 0), (4,), BF16),
+    "one row f32 (4,1,256)": lambda: window((16, 1, 256), (4, 1, 256), lambda i: (i, 0, 0),
+                                           (4,), F32),
+    "two rows int8 (4,2,128)": lambda: window((16, 2, 128), (4, 2, 128), lambda i: (i, 0, 0),
+                                             (4,), I8),
+    "whole f32 (1,1024)": lambda: whole((1, 1024), F32),
+    "whole bf16 (2,1024)": lambda: whole((2, 1024), BF16),
+    "1-D f32 (128,) x4, 1 KiB a block": lambda: window((512,), (128,), lambda i: (i,), (4,), F32),
+    "Buffered(1) f32 (1,1,128), 1 KiB a block": lambda: window(
+        (4, 1, 128), (1, 1, 128), lambda i: (i, 0, 0), (4,), F32, mode=pl.Buffered(1)),
+    "one-row scratch carried, no minimum": lambda: small_scratch(4),
     "matmul f32 128^3": lambda: matmul(128, 128, 128, F32),
     "matmul f32 512x256x512": lambda: matmul(512, 256, 512, F32),
     "matmul bf16 256^3": lambda: matmul(256, 256, 256, BF16),
