@@ -7,8 +7,10 @@ What the compiler reserves, per launch:
   (`padded_bytes`), times its buffer count (`buffer_count`), at least 1 KiB;
 * each operand without a BlockSpec: the whole array, once;
 * each VMEM scratch buffer, once (semaphores and SMEM add nothing);
-* internal scratch of the compiler's own: not modelled (0 here); it shows on
-  some bf16 matmuls (see benchmarks/README.md).
+* VMEM the compiler spills large intermediate values to: not modelled (0
+  here). It follows the compiler's scheduling, not the values' sizes (an f32
+  exp-minus-max over (256, 512) spills 0.2 MiB, over (512, 512) nothing), so
+  the estimate is a floor for compute-heavy kernels (benchmarks/README.md).
 
 A part whose shape, dtype or buffer count is unknown still has a floor (the
 smallest it can be); the total is then a lower bound (`exact` False).
