@@ -51,7 +51,7 @@ def _with_input_dtypes(est: vmem.Estimate, avals: list[str], n_prefetch: int) ->
 
 def test_engine_estimate_matches_the_compiler(compiled):
     launches = _launches(FIXTURES / "vmem_cases.py")
-    assert len(launches) == 17
+    assert len(launches) == 18
     rows = [c for c in compiled.compiles if Path(c["path"]).name == "vmem_cases.py"]
     assert {(c["line"], c["gen"]) for c in rows} == {(ln, g) for ln in launches for g in ("v5e", "v6e")}
     for c in rows:

@@ -54,3 +54,34 @@ def test_scratch_has_no_minimum():
              vmem.Need("out", "block", (1, 1, 128), "float32", 2),
              vmem.Need("acc", "scratch", (1, 1, 128), "float32", 1)]
     assert vmem.estimate(needs).total == 2560
+
+
+def test_the_engine_keeps_a_squeezed_dim_for_vmem():
+    import textwrap
+
+    from pallas_lsp.engine.interp import Interpreter
+    from pallas_lsp.engine.rules import _tpu
+    from pallas_lsp.engine.source import parse
+
+    src = textwrap.dedent("""
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+
+        def copy(x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+
+        def test_it():
+            x = jnp.zeros((16, 1, 128), jnp.bfloat16)
+            return pl.pallas_call(
+                copy, out_shape=jax.ShapeDtypeStruct((16, 1, 128), jnp.bfloat16), grid=(4,),
+                in_specs=[pl.BlockSpec((4, None, 128), lambda i: (i, 0, 0))],
+                out_specs=pl.BlockSpec((4, pl.Squeezed(), 128), lambda i: (i, 0, 0)))(x)
+        """)
+    it = Interpreter(parse(src), "snippet.py")
+    it.run()
+    (lv,) = [lv for lv in _tpu.vmem_rows(it.events) if lv.launch.operands is not None]
+    # "squeezed rows bf16 (4,None,128)": 8,192 as the compiler counts it (4,096 were the
+    # squeezed dim dropped); the kernel's Refs are still (4, 128)
+    assert [p.shape for p in lv.estimate.parts] == [(4, 1, 128), (4, 1, 128)]
+    assert lv.estimate.total == 8192 and lv.estimate.exact
