@@ -29,6 +29,8 @@ class Spec(Value):
 
     space: Space | None = None  # None: not given (default VMEM block)
     block_shape: Shape | None = None
+    # the block as VMEM holds it: a squeezed dim kept as 1 (it is a row of the tile)
+    vmem_shape: Shape | None = None
     nullable: bool = False  # `spec if x is not None else None`
     decl: object = field(default=None, compare=False, repr=False)  # the BlockSpec(...) call
     buffers: int | None = None  # `pipeline_mode=pl.Buffered(n)` with n known (also from a caller)
@@ -319,6 +321,7 @@ def join(a: Value, b: Value) -> Value:
         # `SMEM if x.size == 1 else HBM`: a Ref either way, its space unknown.
         return Spec(space=a.space if a.space == b.space else Space.UNKNOWN,
                     block_shape=a.block_shape if a.block_shape == b.block_shape else None,
+                    vmem_shape=a.vmem_shape if a.vmem_shape == b.vmem_shape else None,
                     nullable=a.nullable or b.nullable, decl=_same_decl(a, b),
                     buffers=a.buffers if a.buffers == b.buffers else None)
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items) \

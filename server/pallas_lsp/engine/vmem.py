@@ -4,11 +4,13 @@ benchmarks/vmem_vs_compiler.py). Pure data in, bytes out: no jax, no AST.
 
 What the compiler reserves, per launch:
 * each VMEM block (in_specs / out_specs), its shape padded to the TPU tile
-  (`padded_bytes`), times its buffer count (`buffer_count`);
+  (`padded_bytes`), times its buffer count (`buffer_count`), at least 1 KiB;
 * each operand without a BlockSpec: the whole array, once;
 * each VMEM scratch buffer, once (semaphores and SMEM add nothing);
-* internal scratch of the compiler's own: not modelled (0 here); it shows on
-  some bf16 matmuls (see benchmarks/README.md).
+* VMEM the compiler spills large intermediate values to: not modelled (0
+  here). It follows the compiler's scheduling, not the values' sizes (an f32
+  exp-minus-max over (256, 512) spills 0.2 MiB, over (512, 512) nothing), so
+  the estimate is a floor for compute-heavy kernels (benchmarks/README.md).
 
 A part whose shape, dtype or buffer count is unknown still has a floor (the
 smallest it can be); the total is then a lower bound (`exact` False).
@@ -23,7 +25,9 @@ ITEMSIZE = {"float32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2, 
 # bool blocks are int32 in VMEM. 4-bit types were not measured: they count as unknown.
 LANES = 128
 SUBLANES = 8
-MIN_ROW_BYTES = 1024  # a 2-D buffer takes at least 1 KiB per 128 lanes (measured)
+WORD = 4  # bytes a sublane holds per lane: narrower types pack 2 (16-bit) or 4 (8-bit) rows
+MIN_BLOCK_BYTES = 1024  # a block's buffers take at least 1 KiB together (measured: an f32
+# (1, 128) block, 512 bytes, reserves 1 KiB alone and 1 KiB double-buffered); scratch does not
 
 
 def _round_up(n: int, m: int) -> int:
@@ -37,25 +41,30 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
+def tile_rows(rows: int, itemsize: int) -> int:
+    """The rows VMEM gives a buffer whose second-to-last dimension is `rows`:
+    a multiple of 8 from 8 rows up (for every dtype: bf16 and int8 are not
+    padded to 16 / 32); below 8, the next power of two, but at least the rows
+    one 32-bit sublane packs (f32 1, bf16 2, int8 4). These are the tiles XLA
+    lays the operand out in (f32[16,1,128] is T(1,128), bf16[16,2,128]
+    T(2,128)): measured on v5e and v6e, the same for both."""
+    if rows >= SUBLANES:
+        return _round_up(rows, SUBLANES)
+    return max(_pow2_at_least(rows), max(1, WORD // itemsize))
+
+
 def padded_bytes(shape: tuple, itemsize: int) -> int:
     """One buffer of `shape` as VMEM holds it: the last dim padded to 128
-    lanes; the second-to-last to a multiple of 8 rows, or, below 8 rows, to a
-    power of two of at least 1 KiB per 128 lanes (f32 2 rows, bf16 4, int8 8);
-    a 1-D buffer to 128 elements and at least 1 KiB (measured on v5e and
-    v6e, the same for both)."""
-    dims = [d for d in shape if d is not None]
-    if not dims:
-        dims = [1]
+    lanes, the second-to-last to `tile_rows`. A squeezed dimension (None)
+    keeps its place as one row: a `(None, 4, None, 128)` f32 block of an
+    f32[b, h, 1, 128] array is four (1, 128) tiles, 2 KiB, where a (4, 128)
+    bf16 block would be 1 KiB (measured on jax's paged attention). A 1-D
+    buffer is padded to 128 elements."""
+    dims = [1 if d is None else d for d in shape] or [1]
     if len(dims) == 1:
-        return max(_round_up(dims[0], LANES) * itemsize, MIN_ROW_BYTES)
+        return _round_up(dims[0], LANES) * itemsize
     *lead, rows, lanes = dims
-    lanes = _round_up(lanes, LANES)
-    if rows >= SUBLANES:
-        rows = _round_up(rows, SUBLANES)
-    else:
-        min_rows = max(1, MIN_ROW_BYTES // (LANES * itemsize))
-        rows = min(SUBLANES, max(_pow2_at_least(rows), min_rows))
-    n = rows * lanes * itemsize
+    n = tile_rows(rows, itemsize) * _round_up(lanes, LANES) * itemsize
     for d in lead:
         n *= d
     return n
@@ -127,6 +136,8 @@ def part(need: Need) -> Part:
         one = each if each is not None else (
             padded_bytes(tuple(need.shape), 1) // 2 if shape_known else 0)
         nbytes, exact = one * (need.count or 1), False
+    if need.kind != "scratch" and nbytes:
+        nbytes = max(nbytes, MIN_BLOCK_BYTES)
     floor = 0 if need.kind == "scratch" else nbytes
     return Part(need.name, need.kind, need.shape, need.dtype, each, need.count, nbytes, floor,
                 exact, need.why)

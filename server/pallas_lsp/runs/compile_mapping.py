@@ -50,8 +50,8 @@ _COMPILER_CODES = (
 
 # What to change, by kind of failure (used when no catalog entry matches).
 HINTS = {
-    "block": "Make the last two block dimensions multiples of 8 and 128 (for 32-bit types; "
-             "16 and 128 for 16-bit, 32 and 128 for 8-bit), or equal to the array's.",
+    "block": "Make the last two block dimensions multiples of 8 and 128 (32- and 16-bit "
+             "types; 32 and 128 for 8-bit), or equal to the array's.",
     "primitive": "This operation has no TPU lowering: compute it outside the kernel, or "
                  "write it with supported ops (e.g. a loop of comparisons instead of a sort).",
     "vector_type": "Cast the operands to a 32-bit type (e.g. `x.astype(jnp.int32)`) before "

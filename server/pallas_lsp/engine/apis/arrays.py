@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pallas_lsp.engine.binding.shapes import dim_of, dtype_of, shape_of
 from pallas_lsp.engine.events import Arg, KernelOp, pick
-from pallas_lsp.engine.model import Api, Array, Const, Value
+from pallas_lsp.engine.model import Api, Array, Const, Seq, Value
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -263,6 +263,30 @@ def attribute(base: Array, attr: str) -> Value | None:
         return Const(value=len(base.shape))
     if attr == "size" and known:
         return Const(value=_size(base.shape))
+    return None
+
+
+def compare_dtypes(left: Value, right: Value, op: ast.cmpop) -> Const | None:
+    """`x.dtype == jnp.int8`, `!=`, `x.dtype in (jnp.int8, jnp.uint8)`, decided
+    as numpy does when every side names a known dtype and one of them is a
+    dtype object (`x.dtype`, `jnp.int8`; two texts are Python's to compare).
+    A launcher's branch on its caller's dtype then follows that dtype. `is`
+    is left undecided: `x.dtype is jnp.int8` is False in numpy whatever x is.
+    None when it cannot be told."""
+    a = dtype_name(left)
+    if a is None:
+        return None
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        b = dtype_name(right)
+        if b is None or not (isinstance(left, Api) or isinstance(right, Api)):
+            return None
+        return Const(value=(a == b) == isinstance(op, ast.Eq))
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, Seq) and right.keys is None:
+        names = [dtype_name(v) for v in right.items]
+        if None in names or not (isinstance(left, Api) or any(isinstance(v, Api)
+                                                            for v in right.items)):
+            return None
+        return Const(value=(a in names) == isinstance(op, ast.In))
     return None
 
 

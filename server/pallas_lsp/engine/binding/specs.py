@@ -75,23 +75,27 @@ def block_spec(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
     if space_arg is not None:
         space = space_of(space_arg.value) or Space.UNKNOWN
     block: Shape | None = None
+    full: Shape | None = None  # squeezed dims as 1
     if shape_arg is not None:
         v = shape_arg.value
         if isinstance(v, Seq) and v.keys is None:
-            dims = []
+            dims, full_dims = [], []
             for d in v.items:
                 if _is_squeezed(d):
+                    full_dims.append(1)
                     continue
                 if isinstance(d, Api) and api.tail(d.name) in ("Blocked", "Element", "BoundedSlice"):
                     dims.append(None)
-                    continue
-                dims.append(dim_of(d))
-            block = tuple(dims)
+                else:
+                    dims.append(dim_of(d))
+                full_dims.append(dims[-1])
+            block, full = tuple(dims), tuple(full_dims)
         elif isinstance(v, Const) and isinstance(v.value, tuple):
             block = tuple(d for d in v.value if d is not None)
+            full = tuple(1 if d is None else d for d in v.value)
     mode = kwargs.get("pipeline_mode")
     buffers = mode.value.buffers if mode is not None and isinstance(mode.value, Pipelining) else None
-    return Spec(space=space, block_shape=block, buffers=buffers)
+    return Spec(space=space, block_shape=block, vmem_shape=full, buffers=buffers)
 
 
 def _is_squeezed(d: Value) -> bool:

@@ -373,7 +373,9 @@ class CallsMixin:
         values: dict[str, Value] = {}
         for i, p in enumerate(positional):
             if unknown_params:
-                v = kwargs.get(p.arg, UNKNOWN)  # a launcher variant fixes its flags
+                # a launcher variant fixes its flags; a def named as the default is
+                # the kernel a caller gets when it names none
+                v = kwargs[p.arg] if p.arg in kwargs else self._func_default(a, p)
             elif star and i >= star_at:
                 # Given by keyword, a parameter takes no positional argument;
                 # one the `*args` fills is of its items' kind, when known.
@@ -409,7 +411,8 @@ class CallsMixin:
                 values[a.vararg.arg] = UNKNOWN
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
             if unknown_params:
-                values[p.arg] = kwargs.get(p.arg, UNKNOWN)
+                values[p.arg] = kwargs[p.arg] if p.arg in kwargs else \
+                    self._func_defaults.get(id(d), UNKNOWN)
             elif p.arg in kwargs:
                 values[p.arg] = kwargs[p.arg]
             else:
@@ -435,10 +438,14 @@ class CallsMixin:
             return self._const_default(a.defaults[idx])
         return UNKNOWN
 
+    def _func_default(self, a: ast.arguments, p: ast.arg) -> Value:
+        v = self._default(a, p, None)
+        return v if isinstance(v, Func) else UNKNOWN
+
     def _const_default(self, d) -> Value:
         if isinstance(d, ast.Constant):
             return Const(value=d.value)
-        return UNKNOWN
+        return self._func_defaults.get(id(d), UNKNOWN)  # `body=_kernel`
 
     def apply_decorator(self, dec: ast.expr, func: Value, frame: Frame) -> Value:
         """Decorators that run the body right away (pl.when, pl.loop,

@@ -21,6 +21,7 @@ class DefinitionsMixin:
     """`def` and `class` statements, and methods of the user's classes."""
 
     def stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
+        self._function_defaults(node.args, frame)
         func: Value = Func(node=node, scope=frame.scope)
         if frame.scope is not self.module_scope:
             self._closures.setdefault(id(node), func)
@@ -29,6 +30,17 @@ class DefinitionsMixin:
         frame.scope.vars[node.name] = func
 
     stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def _function_defaults(self, a: ast.arguments, frame: Frame) -> None:
+        """Defaults that name a def (`def launch(x, body=_kernel)`), taken as
+        Python does, when the def statement runs: a call that leaves the
+        parameter out then launches that def as the kernel. Only names and
+        attributes are read here (evaluating them does nothing else)."""
+        for d in list(a.defaults) + [d for d in a.kw_defaults if d is not None]:
+            if isinstance(d, (ast.Name, ast.Attribute)):
+                v = self.eval(d, frame)
+                if isinstance(v, Func):
+                    self._func_defaults[id(d)] = v
 
     def stmt_ClassDef(self, node: ast.ClassDef, frame: Frame) -> None:
         """Plain classes, dataclasses and NamedTuples become ClassVals (kernels

@@ -42,6 +42,7 @@ class DriverMixin:
         self._scopes.clear()
         self._memo.clear()
         self._closures.clear()
+        self._func_defaults.clear()
         self._kernel_runs_by_args.clear()
         self._first_nested.clear()
 

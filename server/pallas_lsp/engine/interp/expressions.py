@@ -310,6 +310,10 @@ class ExpressionsMixin:
                 return Const(value=known if isinstance(node.ops[0], ast.Is) else not known)
         if len(node.ops) == 1 and all(isinstance(v, Const) for v in vals):
             return pyops.const_compare(vals[0].value, vals[1].value, node.ops[0])
+        if len(node.ops) == 1:
+            decided = arrays.compare_dtypes(vals[0], vals[1], node.ops[0])
+            if decided is not None:
+                return decided
         return UNKNOWN
 
     def expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:

@@ -67,6 +67,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self._active: set[tuple] = set()
         self._entered: set[int] = set()  # function nodes already run at least once
         self._closures: dict[int, Func] = {}  # nested def node -> Func in its first closure
+        self._func_defaults: dict[int, Func] = {}  # id(default expr) -> the def it named
         self._buffered_methods: dict[int, ClassVal] = {}  # BufferedRef override -> its class
         self._method_class: dict[int, ClassVal] = {}  # other methods -> their class
         self._unknown_run: set[int] = set()  # ... and those run with unknown arguments

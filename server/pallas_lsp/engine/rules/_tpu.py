@@ -304,7 +304,11 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
     # `BlockSpec(index_map, block_shape)` order) is unknown, not the whole array.
     written = isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec" \
         and _arg(decl, 0, "block_shape") is not None
+    # as VMEM holds it: a squeezed dim is a row of the tile (engine/vmem.py)
     block = spec.block_shape if spec.block_shape is not None else (None if written else ashape)
+    if spec.block_shape is not None and spec.vmem_shape is not None \
+            and len(spec.vmem_shape) != len(spec.block_shape):
+        block = spec.vmem_shape
     if block is not None and not known_shape(block):
         block = None
     if spec.block_shape is None and isinstance(decl, ast.Call) and _call_name(decl) == "BlockSpec" \
