@@ -112,7 +112,7 @@ def _first_line(e: Exception) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0][:120]
 
 
-def compiled_vmem(params, avals, gen: str, layouts: bool = True) -> tuple[int | str, bool]:
+def compiled_vmem(params, avals, gen: str, layouts: bool = False) -> tuple[int | str, bool]:
     """The kernel's scoped VMEM as the executable reports it (or the error),
     and whether XLA put an operand in VMEM itself (a copy into memory space 1
     before the kernel: that operand then needs no pipeline buffer)."""
@@ -120,6 +120,14 @@ def compiled_vmem(params, avals, gen: str, layouts: bool = True) -> tuple[int | 
     from jax.experimental import topologies
     from jax.experimental.layout import Format, Layout
 
+    if gen == "chip":  # the TPU this runs on: real arrays, the layouts a call gives them
+        dev = jax.devices()[0]
+        args = [jnp.zeros(a.shape, a.dtype, device=dev) for a in avals]
+        try:
+            exe = jax.jit(lambda *xs: pallas_call_p.bind(*xs, **params)).lower(*args).compile()
+        except Exception as e:  # noqa: BLE001 - reported as the row's result
+            return f"error: {_first_line(e)}", False
+        return _used(exe)
     if gen not in _topologies:
         _topologies[gen] = topologies.get_topology_desc(platform="tpu",
                                                         topology_name=TOPOLOGIES[gen])
@@ -127,10 +135,11 @@ def compiled_vmem(params, avals, gen: str, layouts: bool = True) -> tuple[int | 
     sharding = jax.sharding.SingleDeviceSharding(dev)
 
     def row_major(a):
-        # The layout an array jax made on a TPU has. Left free, the deviceless compile
-        # gives some narrow entry arrays a column-major layout and then relayouts them
-        # into VMEM itself before the kernel (measured: bf16[300,200], flash attention
-        # with a 64-wide head), which a real call does not do.
+        # Pinned row-major layouts (off by default). Left free, the compiler relayouts
+        # some narrow operands into VMEM itself before the kernel (bf16[300,200], flash
+        # attention with a 64-wide head), and the kernel then reports less. A v5e chip
+        # (`--gen chip`: real arrays, a real call's compile) did exactly that: its
+        # figures are the free ones, so the free layouts are what is compared.
         return Format(Layout(tuple(range(len(a.shape)))), sharding) if layouts else sharding
 
     structs = [S(a.shape, a.dtype, sharding=row_major(a)) for a in avals]
@@ -141,6 +150,10 @@ def compiled_vmem(params, avals, gen: str, layouts: bool = True) -> tuple[int | 
                           out_shardings=outs).lower(*structs).compile()
     except Exception as e:  # noqa: BLE001 - reported as the row's result
         return f"error: {_first_line(e)}", False
+    return _used(exe)
+
+
+def _used(exe) -> tuple[int, bool]:
     # The kernel's own line: XLA's copies around it have figures of their own.
     text = (exe.as_text() or "").splitlines()
     lines = [ln for ln in text if 'custom_call_target="tpu_custom_call"' in ln]
@@ -646,7 +659,9 @@ def summary(rows, gens) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gen", action="append", choices=sorted(TOPOLOGIES))
+    ap.add_argument("--gen", action="append", choices=sorted(TOPOLOGIES) + ["chip"],
+                    help="a generation to compile for without a TPU, or `chip`: the TPU "
+                         "this runs on, with real arrays (checks the pinned layouts)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--only", help="cases whose name contains this")
     args = ap.parse_args(argv)

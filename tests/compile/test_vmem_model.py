@@ -54,11 +54,17 @@ def test_engine_estimate_matches_the_compiler(compiled):
     assert len(launches) == 18
     rows = [c for c in compiled.compiles if Path(c["path"]).name == "vmem_cases.py"]
     assert {(c["line"], c["gen"]) for c in rows} == {(ln, g) for ln in launches for g in ("v5e", "v6e")}
+    text = (FIXTURES / "vmem_cases.py").read_text(encoding="utf-8").splitlines()
     for c in rows:
         lv = launches[c["line"]]
         est = _with_input_dtypes(lv.estimate, c["avals"], 0)
         used = c["vmem_used"]
         assert est.exact, c["line"]
+        if text[c["line"] - 1].endswith("# xla-vmem"):
+            # XLA moved the narrow operands into VMEM before the kernel (as on a v5e
+            # chip): the kernel needs less than the model counts (an upper bound here).
+            assert used < est.total, (c["line"], c["gen"], est.total, used)
+            continue
         assert abs(est.total - used) <= 0.05 * used, (c["line"], c["gen"], est.total, used)
         assert lv.estimate.floor <= used, (c["line"], lv.estimate.floor, used)
 
@@ -75,12 +81,9 @@ def _bench():
     "bias add bf16, constant + Buffered(1)", "scalar prefetch gather",
     "ANY operand DMA'd into VMEM scratch", "matmul bf16 256^3",
     # padding and minimums (tests/engine/test_vmem_tiles.py has the figures)
-    "squeezed rows bf16 (4,None,128)", "squeezed rows f32 (None,1,None,128)",
-    "one row f32 (4,1,256)", "two rows int8 (4,2,128)", "whole f32 (1,1024)",
+    "squeezed rows f32 (None,1,None,128)", "one row f32 (4,1,256)", "whole f32 (1,1024)",
     "1-D f32 (128,) x4, 1 KiB a block", "Buffered(1) f32 (1,1,128), 1 KiB a block",
     "one-row scratch carried, no minimum",
-    # narrow arrays XLA would relayout into VMEM itself were their layout left free
-    "no BlockSpecs bf16 (300,200)",
 ])
 def test_model_matches_the_compiler(case):
     bench = _bench()
@@ -90,3 +93,20 @@ def test_model_matches_the_compiler(case):
     used, xla_vmem = bench.compiled_vmem(params, avals, "v5e")
     assert isinstance(used, int) and used > 0 and not xla_vmem, used
     assert est.total == used, (case, est.total, used)
+
+
+# Narrow operands that XLA relayouts into VMEM itself before the kernel when their
+# layout is left free, as a call on a TPU v5e chip leaves it: there the chip reported
+# the same figures as the free deviceless compile (benchmarks/vmem_vs_compiler.py
+# --gen chip, benchmarks/README.md), 0 for the kernel.
+@pytest.mark.parametrize("case", ["squeezed rows bf16 (4,None,128)", "two rows int8 (4,2,128)",
+                                  "no BlockSpecs bf16 (300,200)"])
+def test_narrow_operands_moved_into_vmem_by_xla(case):
+    bench = _bench()
+    fn, args = bench.OWN[case]()
+    (params, avals), = bench.launches(fn, args)
+    est = vmem.estimate(bench.needs(params))
+    used, xla_vmem = bench.compiled_vmem(params, avals, "v5e")
+    assert xla_vmem and isinstance(used, int) and used < est.total, (case, used, est.total)
+    pinned, moved = bench.compiled_vmem(params, avals, "v5e", layouts=True)
+    assert not moved and pinned == est.total, (case, pinned, est.total)

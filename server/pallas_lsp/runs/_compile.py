@@ -151,9 +151,11 @@ def _compile_all(args, params, frame) -> None:
         dev = topo.devices[0]
         rec["device_kind"] = getattr(dev, "device_kind", None)
         sharding = jax.sharding.SingleDeviceSharding(dev)
-        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=_row_major(a, sharding),
+        # Layouts left to the compiler: a call on a v5e chip with real arrays reported the
+        # same figures as this (benchmarks/vmem_vs_compiler.py --gen chip), pinned
+        # row-major layouts did not.
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding,
                                         weak_type=getattr(a, "weak_type", False)) for a in avals]
-        outs = [_row_major(a, sharding) for a in params.get("out_avals", ())]
         # Said before compiling: if libtpu aborts the process, the report names the call.
         with _lock:
             _report.REPORT["compiling"] = {k: rec[k] for k in ("gen", "kernel", "site", "nodeid")}
@@ -162,7 +164,7 @@ def _compile_all(args, params, frame) -> None:
         try:
             # Some lowering paths ask the default device for its kind: make it the TPU's.
             with jax.default_device(dev):
-                compiled = jax.jit(call, out_shardings=outs).lower(*structs).compile()
+                compiled = jax.jit(call).lower(*structs).compile()
         except Exception as e:  # noqa: BLE001 - this is what we are after
             rec["seconds"] = time.monotonic() - t0
             rec["error"] = _report.describe_exception(e)
@@ -179,20 +181,6 @@ def _compile_all(args, params, frame) -> None:
             text = ""
         rec["vmem_used"], rec["vmem_limit"] = kernel_vmem(text)
         _record(rec)
-
-
-def _row_major(aval, sharding):
-    """The sharding with the row-major layout an array jax made on a TPU has.
-    Left free, the deviceless compile gives some narrow arrays (bf16[300,200])
-    a column-major entry layout and relayouts them into VMEM itself before the
-    kernel, so the kernel reports less than a real call needs (measured)."""
-    from jax import dtypes
-    from jax.experimental.layout import Format, Layout
-
-    dtype = getattr(aval, "dtype", None)
-    if dtype is None or not hasattr(aval, "shape") or dtypes.issubdtype(dtype, dtypes.extended):
-        return sharding  # a PRNG key, a token: left as jax lays it out
-    return Format(Layout(tuple(range(len(aval.shape)))), sharding)
 
 
 def kernel_vmem(text: str) -> tuple[int | None, int | None]:
