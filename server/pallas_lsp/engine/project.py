@@ -227,10 +227,12 @@ class Project:
 
     # ------------------------------------------------------------ the index
 
-    def index(self, paths: Iterable[str] | None = None) -> int:
+    def index(self, paths: Iterable[str] | None = None,
+              pause: Callable[[], None] | None = None) -> int:
         """Read every Python file under `paths` (default: the roots) and
         record what each imports. Cheap: a scan of import lines, no parse.
-        Returns the number of files indexed."""
+        `pause()` is called between files (the server's index waits there
+        while the editor is busy). Returns the number of files indexed."""
         files = list(iter_python_files(paths if paths is not None else self.roots))
         workers = min(2, os.cpu_count() or 1)
         if len(files) >= PARALLEL_INDEX_FILES and workers > 1:
@@ -244,6 +246,8 @@ class Project:
             except Exception:  # no processes here (sandbox, limits): one core then
                 pass
         for path in files:
+            if pause is not None:
+                pause()
             self.update(path)
         return len(files)
 
