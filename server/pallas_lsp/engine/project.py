@@ -93,6 +93,9 @@ class Project:
         self._bases_of: dict[str | None, list[str]] = {}
         self._lock = threading.Lock()
         self.imports: dict[str, set[str]] = {}  # file -> files it imports (the index)
+        # file -> can nothing it imports (transitively) name Pallas? For the
+        # command line only, whose texts do not change (relevance.reaches_no_pallas).
+        self.pallas_free: dict[str, bool] = {}
         self._importers: dict[str, set[str]] | None = None
 
     # ------------------------------------------------------------ sources
