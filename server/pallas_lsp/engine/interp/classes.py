@@ -118,7 +118,7 @@ class DefinitionsMixin:
                     v = self.eval(stmt.value, frame)
                     if isinstance(v, Const):
                         defaults[stmt.target.id] = v
-        for attr in self._written_elsewhere(node.name, frame):
+        for attr in self._written_elsewhere(node.name, frame) if attrs else ():
             if attr in attrs:
                 # `Ring.SLOTS = 8` somewhere in the file: which value a read
                 # sees depends on the order of calls.
