@@ -88,8 +88,8 @@ def child(tree: str) -> None:
     clock = time.process_time
     t0 = clock()
     from pallas_lsp import cli
-    from pallas_lsp.cli import check as _check  # noqa: F401  (what `check` imports first)
     from pallas_lsp.check import checker
+    from pallas_lsp.cli import check as _check  # noqa: F401  (what `check` imports first)
     imports = clock() - t0
 
     from pallas_lsp.cli import output
@@ -227,8 +227,9 @@ def main() -> None:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: pallas-lsp's .pyc files exist
     env.pop("PALLAS_LSP_JOBS", None)
-    subprocess.run([sys.executable, "-c", "import pallas_lsp.cli.check, pallas_lsp.check.checker,"
-                    " pallas_lsp.cli.output.machine"], env=env, check=False)  # bytecode once
+    subprocess.run([sys.executable, "-c", ("import pallas_lsp.cli.check, pallas_lsp.check.checker,"
+                                           " pallas_lsp.cli.output.machine")],
+                   env=env, check=False)  # bytecode once
     print(f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}; min of {args.repeat}; "
           f"ruff: {'yes' if ruff_command() else 'not installed'}")
     trees = [(t, t) for t in args.trees]

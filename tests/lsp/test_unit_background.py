@@ -3,6 +3,7 @@ the editor has been quiet for a moment (but never forever), and the catalog's
 source links are located in a child process, not on the server's GIL."""
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -68,7 +69,7 @@ def test_the_index_steps_aside_between_files_while_the_editor_is_busy(tmp_path):
     assert len(stamps) == 40
     # The file after the edit waited until the editor had been quiet for
     # IDLE_S; the others did not wait at all.
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
     assert gaps[9] >= workspace.IDLE_S * 0.9
     assert max(gaps[:9] + gaps[10:]) < workspace.IDLE_S / 2
 

@@ -57,7 +57,9 @@ def _probe_here() -> dict | None:
         return None
     version = _dist_info_version(locations[0])
     if version is None:
-        from importlib import metadata  # (email parsing and more: 2.6 MiB kept for good)
+        # (email parsing and more: 2.6 MiB kept for good, so only when needed)
+        from importlib import metadata
+
         try:
             version = metadata.version("jax")
         except metadata.PackageNotFoundError:
