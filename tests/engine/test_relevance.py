@@ -57,3 +57,65 @@ def test_a_long_chain_of_helpers_is_relevant_end_to_end():
     defs = [d for d in src.tree.body if isinstance(d, ast.FunctionDef)]
     found = relevant_defs(src, defs, [], {"pltpu": Api(name="pltpu")})
     assert found == {id(d) for d in defs if d.name != "unrelated"}
+
+
+# A buggy launch (a DMA of `x_hbm[...]`, an Array): found wherever it is reached from.
+_KERNEL = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def kernel(x_hbm, o_hbm, sem):
+    pltpu.make_async_copy(x_hbm[...], o_hbm, sem).start()
+
+
+def launch(x):
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                          in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                          out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                          scratch_shapes=[pltpu.SemaphoreType.DMA(())])(x)
+'''
+
+
+@pytest.mark.parametrize("name, text", [
+    ("direct.py", "import ops\n\ndef main(x):\n    return ops.launch(x)\n"),
+    ("through.py", "from mid import run\n\ndef main(x):\n    return run(x)\n"),
+    # An attribute of a package can be any of its submodules.
+    ("attr.py", "import pkg\n\ndef main(x):\n    return pkg.kernels.launch(x)\n"),
+    ("late.py", "def main(x):\n    import mid\n    return mid.run(x)\n"),
+])
+def test_a_file_naming_no_pallas_that_reaches_a_kernel_through_imports_is_analysed(
+        tmp_path, name, text):
+    from pallas_lsp.engine.project import Project
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "kernels.py").write_text(_KERNEL)
+    (tmp_path / "ops.py").write_text(_KERNEL)
+    (tmp_path / "mid.py").write_text("import ops\n\ndef run(x):\n    return ops.launch(x)\n")
+    (tmp_path / name).write_text(text)
+    path = str(tmp_path / name)
+    full = analyze(text, path, project=Project([str(tmp_path)]))
+    cli = analyze(text, path, project=Project([str(tmp_path)]), findings_only=True)
+    assert "PAL101" in {f.code for f in full.findings}
+    assert cli.findings == full.findings and cli.foreign == full.foreign
+
+
+def test_a_file_whose_imports_reach_no_pallas_is_not_run_on_the_command_line(tmp_path):
+    from pallas_lsp.engine import relevance
+    from pallas_lsp.engine.project import Project
+    (tmp_path / "util.py").write_text("import helpers\n\ndef f(x):\n    return helpers.g(x)\n")
+    (tmp_path / "helpers.py").write_text("import util\n\ndef g(x):\n    return x + 1\n")
+    text = "from util import f\n\nprint(f(1))\n"
+    project = Project([str(tmp_path)])
+    path = str(tmp_path / "main.py")
+    src = relevance.Source(text, text.split("\n"), __import__("ast").parse(text))
+    assert relevance.reaches_no_pallas(src, path, project, LIBRARY_ROOTS)
+    assert project.pallas_free == {path: True, str(tmp_path / "util.py"): True,
+                                   str(tmp_path / "helpers.py"): True}
+    assert analyze(text, path, project=project, findings_only=True).findings == []
+    # One more import, of a module that names Pallas: the file is analysed.
+    (tmp_path / "k.py").write_text(_KERNEL)
+    (tmp_path / "helpers.py").write_text("import util, k\n\ndef g(x):\n    return k.launch(x)\n")
+    assert not relevance.reaches_no_pallas(src, path, Project([str(tmp_path)]), LIBRARY_ROOTS)

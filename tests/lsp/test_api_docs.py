@@ -107,3 +107,31 @@ async def test_a_reexport_from_user_code_is_resolved_by_jedi(tmp_path):
             await asyncio.sleep(0.5)
             h = await s.hover(user.as_uri(), 2, 5)
         assert (await s.server_text(user.as_uri()))["jedi"] is True
+
+
+def test_the_jax_version_is_read_without_importlib_metadata():
+    """The server's own jax: its version from the dist-info beside it, as
+    importlib.metadata reads it, without loading that (and email) for good."""
+    code = ("import sys\nfrom pallas_lsp.lsp import api_docs\n"
+            "info = api_docs._probe_here()\n"
+            "print('importlib.metadata' in sys.modules)\n"
+            "from importlib import metadata\n"
+            "print(info['version'] == metadata.version('jax'), info['version'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == "False" and out[1] == "True" and out[2]
+
+
+def test_the_version_is_none_unless_one_dist_info_says_it(tmp_path):
+    from pallas_lsp.lsp import api_docs
+    pkg = tmp_path / "jax"
+    pkg.mkdir()
+    assert api_docs._dist_info_version(str(pkg)) is None
+    for v in ("1.2.3", "1.2.4"):
+        info = tmp_path / f"jax-{v}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax\nVersion: {v}\n\nbody\n")
+        (tmp_path / "jaxlib-9.dist-info").mkdir(exist_ok=True)
+        if v == "1.2.3":
+            assert api_docs._dist_info_version(str(pkg)) == "1.2.3"
+    assert api_docs._dist_info_version(str(pkg)) is None  # two of them: ask importlib.metadata

@@ -3,6 +3,7 @@ the editor has been quiet for a moment (but never forever), and the catalog's
 source links are located in a child process, not on the server's GIL."""
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -43,6 +44,34 @@ def test_a_job_is_never_deferred_past_max_defer():
     assert ran.is_set(), "starved by a polling client"
     assert time.monotonic() - start >= workspace.MAX_DEFER_S - 0.1
     index.shutdown()
+
+
+def test_the_index_steps_aside_between_files_while_the_editor_is_busy(tmp_path):
+    for i in range(40):
+        (tmp_path / f"m{i:02}.py").write_text(f"import m{(i + 1) % 40:02}\n")
+    index = _index()
+    stamps: list[float] = []
+    update = index.project.__class__.update
+
+    def timed_update(project, path, text=None):
+        stamps.append(time.monotonic())
+        if len(stamps) == 10:
+            index.touch()  # an edit arrives while the index runs
+        update(project, path, text)
+
+    index.project.__class__.update = timed_update
+    try:
+        index.configure([str(tmp_path)])
+        assert index.indexed.wait(workspace.IDLE_S + 5.0)
+    finally:
+        index.project.__class__.update = update
+        index.shutdown()
+    assert len(stamps) == 40
+    # The file after the edit waited until the editor had been quiet for
+    # IDLE_S; the others did not wait at all.
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    assert gaps[9] >= workspace.IDLE_S * 0.9
+    assert max(gaps[:9] + gaps[10:]) < workspace.IDLE_S / 2
 
 
 def test_code_sites_are_located_by_a_child_process(monkeypatch):

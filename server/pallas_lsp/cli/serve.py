@@ -11,6 +11,14 @@ def add_arguments(s) -> None:
 
 
 def main(args) -> int:
+    import sys
+
+    # The server speaks stdio or plain TCP, never TLS. asyncio imports ssl when
+    # it can (OpenSSL loaded: 5 MiB of the server's memory for nothing); marked
+    # absent here, before anything imports asyncio, it does without, as it is
+    # written to.
+    if "ssl" not in sys.modules:
+        sys.modules["ssl"] = None  # type: ignore[assignment]
     from pallas_lsp.lsp.server import run
 
     run(tcp=args.tcp, log_file=args.log_file)

@@ -84,6 +84,13 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)
     if findings_only and not coverage and backend.gpu_only(src.tree, src.text, LIBRARY_ROOTS):
         return Analysis(path=path, syntax_error=src.syntax_error)
+    # The command line: a file that names nothing Pallas and whose imports of
+    # the user's modules reach none that does cannot reach a kernel either
+    # (most of a library's files); the parse above was for its syntax errors.
+    if findings_only and not coverage and project is not None and path \
+            and src.syntax_error is None and not relevance.names_pallas(source) \
+            and relevance.reaches_no_pallas(src, path, project, LIBRARY_ROOTS):
+        return Analysis(path=path)
     interp = Interpreter(src, path, project=project, parse_missing=parse_missing,
                          names=not findings_only)
     interp.run()

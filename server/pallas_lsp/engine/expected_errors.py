@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
+from pallas_lsp.engine import syntax
 from pallas_lsp.engine.events import Events, Launch, without_kernels
 from pallas_lsp.engine.records import replace
 
@@ -98,14 +99,14 @@ def mark_called_inside(tree: ast.Module, text: str, launches: list[Launch]) -> N
 def _called_only_inside(tree: ast.Module) -> dict[int, str]:
     """id(kernel def) -> the pattern of the block it is called in."""
     found: dict[int, str] = {}
-    for fn in ast.walk(tree):
+    for fn in syntax.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         blocks = [(w, pattern) for w in _own(fn) if isinstance(w, (ast.With, ast.AsyncWith))
                   and (pattern := expected_pattern(w)) is not None]
         if not blocks:
             continue
-        inside = {id(n): pattern for w, pattern in blocks for n in ast.walk(w)}
+        inside = {id(n): pattern for w, pattern in blocks for n in syntax.walk(w)}
         called_in: dict[str, str] = {}
         called_out: set[str] = set()
         kernels: dict[str, ast.AST] = {}
@@ -139,7 +140,7 @@ def _own(fn: ast.AST):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(reversed(getattr(n, "decorator_list", [])))
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+        stack.extend(reversed(syntax.children(n)))
 
 
 def expected_kernels(events: Events) -> set[int]:

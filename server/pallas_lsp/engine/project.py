@@ -93,6 +93,9 @@ class Project:
         self._bases_of: dict[str | None, list[str]] = {}
         self._lock = threading.Lock()
         self.imports: dict[str, set[str]] = {}  # file -> files it imports (the index)
+        # file -> can nothing it imports (transitively) name Pallas? For the
+        # command line only, whose texts do not change (relevance.reaches_no_pallas).
+        self.pallas_free: dict[str, bool] = {}
         self._importers: dict[str, set[str]] | None = None
 
     # ------------------------------------------------------------ sources
@@ -227,10 +230,12 @@ class Project:
 
     # ------------------------------------------------------------ the index
 
-    def index(self, paths: Iterable[str] | None = None) -> int:
+    def index(self, paths: Iterable[str] | None = None,
+              pause: Callable[[], None] | None = None) -> int:
         """Read every Python file under `paths` (default: the roots) and
         record what each imports. Cheap: a scan of import lines, no parse.
-        Returns the number of files indexed."""
+        `pause()` is called between files (the server's index waits there
+        while the editor is busy). Returns the number of files indexed."""
         files = list(iter_python_files(paths if paths is not None else self.roots))
         workers = min(2, os.cpu_count() or 1)
         if len(files) >= PARALLEL_INDEX_FILES and workers > 1:
@@ -244,6 +249,8 @@ class Project:
             except Exception:  # no processes here (sandbox, limits): one core then
                 pass
         for path in files:
+            if pause is not None:
+                pause()
             self.update(path)
         return len(files)
 

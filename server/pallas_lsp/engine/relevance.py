@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import os
 
 from pallas_lsp.engine import backend
 from pallas_lsp.engine.model import Api, Const, Func, Seq, Unknown
@@ -79,7 +80,7 @@ def relevant_defs(src: Source, defs: list[ast.AST], classes: list[ast.ClassDef],
 _PALLAS_WORDS = ("pallas", "pltpu", "plgpu", "plsc", "mosaic", "__import__", "import_module")
 
 
-def _names_pallas(text: str) -> bool:
+def names_pallas(text: str) -> bool:
     if any(w in text for w in _PALLAS_WORDS):
         return True
     i = text.find("pl")
@@ -97,7 +98,101 @@ def inert_file(text: str, libraries: set[str]) -> bool:
     launcher could be). Tables of tuned block sizes, NumPy mask builders and
     most of a project's other files are like that: they are only checked for syntax
     errors (`source.parses`)."""
-    return not _names_pallas(text) and backend.imports_only_libraries(text, libraries)
+    return not names_pallas(text) and backend.imports_only_libraries(text, libraries)
+
+
+def reaches_no_pallas(src: Source, path: str, project, library_roots) -> bool:
+    """Can nothing this file imports of the user's, directly or through other
+    modules of the user's, name Pallas? For a file that names nothing Pallas
+    itself (the caller's test): its analysis then cannot reach a kernel.
+
+    Over-approximates what the interpreter can read (interp/imports.py):
+    every import statement, in functions too; each dotted prefix of `import
+    a.b.c`; `from m import x` as module m, as m's submodule x and as module
+    `m.x`; and every module under a package reached (an attribute of a
+    package can be any of its submodules). The verdicts are remembered in
+    `project.pallas_free` (the command line: the texts do not change)."""
+    try:
+        return _closure_free(src, path, project, library_roots)
+    except (OSError, ValueError, RecursionError):
+        return False  # the interpreter will say what it can
+
+
+def _closure_free(src: Source, path: str, project, library_roots) -> bool:
+    memo = project.pallas_free
+    seen = {path}
+    todo = [p for p in _user_imports(src.tree, path, project, library_roots) if p]
+    reached: list[str] = [path]
+    while todo:
+        other = todo.pop()
+        if other in seen:
+            continue
+        seen.add(other)
+        known = memo.get(other)
+        if known is True:
+            continue  # its whole closure is free of Pallas
+        if known is False:
+            return False
+        text = project.text(other)
+        if text is None:
+            continue  # unreadable: the interpreter cannot run it either
+        if names_pallas(text):
+            memo[other] = False
+            return False
+        source = project.source(other)
+        if source is None:
+            continue
+        reached.append(other)
+        todo.extend(p for p in _user_imports(source.tree, other, project, library_roots) if p)
+        if os.path.basename(other) == "__init__.py":
+            todo.extend(_package_modules(os.path.dirname(other), project))
+    for other in reached:  # each one's closure is part of this one's
+        memo[other] = True
+    return True
+
+
+def _user_imports(tree: ast.Module, path: str, project, library_roots):
+    """The files of the user's modules a file's import statements can name."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] in library_roots:
+                    continue
+                for i in range(1, len(parts) + 1):
+                    yield project.resolve(path, ".".join(parts[:i]), 0)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if not node.level and module.split(".")[0] in library_roots:
+                continue
+            target = project.resolve(path, module, node.level)
+            yield target
+            for alias in node.names:
+                if target is not None:
+                    sub = project.submodule(target, alias.name)
+                    yield project.realpath(sub) if sub else None
+                if node.level or node.module:
+                    yield project.resolve(path, f"{module}.{alias.name}" if module
+                                          else alias.name, node.level)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                stack.extend(getattr(node, field, None) or ())
+
+
+def _package_modules(folder: str, project):
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for e in entries:
+        if e.name.endswith((".py", ".pyi")) and e.name != "__init__.py":
+            yield project.realpath(e.path)
+        elif e.is_dir(follow_symlinks=False):
+            init = os.path.join(e.path, "__init__.py")
+            if os.path.isfile(init):
+                yield project.realpath(init)
 
 
 def _seed(value) -> bool:

@@ -105,6 +105,10 @@ class KernelCode:
     def launchers(self) -> set[str]:
         """Names of the file's defs that launch a kernel themselves."""
         if self._launchers is None:
+            text = "\n".join(self.lines)
+            if text.isascii() and not any(w in text for w in _LAUNCH_WORDS):
+                self._launchers = set()  # (a call's name is one of its identifiers, spelt out)
+        if self._launchers is None:
             self._launchers = {d.name for d in self.defs
                                if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
                                and any(_launches(n) for stmt in d.body
@@ -134,6 +138,11 @@ class KernelCode:
 
 _CALLED = re.compile(r"(\w+)\(")
 _MAX_NESTING = 1_000  # defs calling defs, followed to decide which are kernel code
+
+
+# The call names `_launches` looks for (non-ASCII identifiers aside, which
+# Python normalises): a file without them has no launcher.
+_LAUNCH_WORDS = ("pallas_call", "core_map", "kernel")
 
 
 def _launches(node: ast.AST) -> bool:

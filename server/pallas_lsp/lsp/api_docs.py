@@ -12,7 +12,6 @@ Everything here runs on its own thread; `lookup` never waits.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -56,11 +55,40 @@ def _probe_here() -> dict | None:
     locations = spec.submodule_search_locations if spec is not None else None
     if not locations:
         return None
-    try:
-        version = importlib.metadata.version("jax")
-    except importlib.metadata.PackageNotFoundError:
-        version = None
+    version = _dist_info_version(locations[0])
+    if version is None:
+        # (email parsing and more: 2.6 MiB kept for good, so only when needed)
+        from importlib import metadata
+
+        try:
+            version = metadata.version("jax")
+        except metadata.PackageNotFoundError:
+            version = None
     return {"path": os.path.realpath(locations[0]), "version": version}
+
+
+def _dist_info_version(package_dir: str) -> str | None:
+    """jax's version from the one `jax-*.dist-info` beside the package (what
+    importlib.metadata would read there), without importing it into the
+    server. None when there is not exactly one (the caller asks
+    importlib.metadata then)."""
+    parent = os.path.dirname(os.path.realpath(package_dir))
+    try:
+        infos = [n for n in os.listdir(parent) if n.startswith("jax-") and n.endswith(".dist-info")]
+    except OSError:
+        return None
+    if len(infos) != 1:
+        return None
+    try:
+        with open(os.path.join(parent, infos[0], "METADATA"), encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip() or None
+                if not line.strip():
+                    break  # the headers end at the first blank line
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
 
 
 def _probe(python: str) -> dict | None:

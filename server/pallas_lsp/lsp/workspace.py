@@ -177,7 +177,9 @@ class WorkspaceIndex:
             pass
 
     def _index(self, project: Project) -> None:
-        n = project.index()
+        # A big workspace takes seconds: between files it steps aside while the
+        # editor is busy, so an edit's analysis never shares the GIL with it.
+        n = project.index(pause=self._wait_until_idle)
         log.info("indexed %d files in %s", n, project.roots)
         self.indexed.set()
         self._on_change(set())
@@ -226,6 +228,7 @@ class WorkspaceIndex:
         for caller in project.importers(real, limit=MAX_CALLERS):
             if self._is_open(caller):
                 continue  # its own analysis (on the edit path) reports into `path`
+            self._wait_until_idle()  # one analysis at a time, none during typing
             text = project.text(caller)
             if text is None:
                 continue
@@ -264,6 +267,7 @@ class WorkspaceIndex:
                 if hit is not None and hit[0] == digest:
                     continue
                 done += 1
+                self._wait_until_idle()
                 found = launches_of(analyze(text, path, project=project), path)
                 with self._lock:
                     self._kernel_files[path] = (digest, found)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from pallas_lsp.engine import buffered
+from pallas_lsp.engine import buffered, syntax
 from pallas_lsp.engine.apis import pytrees
 from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.binding.decorators import Decorator
@@ -130,7 +130,7 @@ class DefinitionsMixin:
                     v = self.eval(stmt.value, frame)
                     if isinstance(v, Const):
                         defaults[stmt.target.id] = v
-        for attr in self._written_elsewhere(node.name, frame):
+        for attr in self._written_elsewhere(node.name, frame) if attrs else ():
             if attr in attrs:
                 # `Ring.SLOTS = 8` somewhere in the file: which value a read
                 # sees depends on the order of calls.
@@ -159,14 +159,17 @@ class DefinitionsMixin:
     def _written_elsewhere(self, class_name: str, frame: Frame) -> set[str]:
         """Attributes the class's file assigns as `ClassName.attr = ...`."""
         src = frame.mod.src if frame.mod is not None else self.src
-        cache = self.__dict__.setdefault("_class_writes", {})
-        writes = cache.get(id(src))
+        # Kept on the tree: an imported module's parsed source is shared by
+        # every analysis that reads it (the command line's project), and a
+        # walk of a whole file per analysis was a quarter of their time.
+        writes = getattr(src.tree, "_pl_class_writes", None)
         if writes is None:
-            writes = cache[id(src)] = {}
-            for n in ast.walk(src.tree):
+            writes = {}
+            for n in syntax.walk(src.tree):
                 if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) \
                         and isinstance(n.value, ast.Name):
                     writes.setdefault(n.value.id, set()).add(n.attr)
+            src.tree._pl_class_writes = writes  # type: ignore[attr-defined]
         return writes.get(class_name, set())
 
     def _class_attribute(self, stmt: ast.stmt, body_scope: Scope, attrs: dict, record: bool,

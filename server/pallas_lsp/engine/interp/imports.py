@@ -80,7 +80,7 @@ class ImportsMixin:
     def load_module(self, path: str) -> Module | None:
         """Run one of the user's other files (its top level only: defs,
         constants, classes), once per analysis."""
-        key = real_path(path)
+        key = self._real(path)
         mod = self.modules.get(key)
         if mod is not None:
             return mod
@@ -95,6 +95,11 @@ class ImportsMixin:
         self.deps.add(key)
         self.exec_body(src.tree.body, Frame(mod.scope, kernel=False, mod=mod))
         return mod
+
+    def _real(self, path: str) -> str:
+        """`real_path`, remembered by the project (one analysis asks for the
+        same few modules thousands of times: a realpath is a stat per folder)."""
+        return self.project.realpath(path) if self.project is not None else real_path(path)
 
     def segment(self, node: ast.AST) -> str:
         """Source text of a node, in whichever file it is."""
@@ -116,7 +121,7 @@ class ImportsMixin:
                 # `from pkg import mod` (a submodule), or a module that
                 # imports the name from itself while still loading.
                 sub = self.project.submodule(mod.path, value.name)
-                return ModuleRef(path=real_path(sub)) if sub else UNKNOWN
+                return ModuleRef(path=self._real(sub)) if sub else UNKNOWN
             value = found
         return value
 
@@ -127,5 +132,5 @@ class ImportsMixin:
         found = mod.scope.vars.get(attr)
         if found is None:
             sub = self.project.submodule(mod.path, attr)
-            return ModuleRef(path=real_path(sub)) if sub else UNKNOWN
+            return ModuleRef(path=self._real(sub)) if sub else UNKNOWN
         return self.deref(found)
