@@ -15,6 +15,9 @@ the same name is never taken for one:
 - the method is named exactly `pallas_call`, `kernel` or `core_map`;
 - the function it receives is kernel-like: its body names a Pallas API
   (`pl.*`, `pltpu.*`) or writes into one of its parameters (`o_ref[...] = `).
+The same holds for a function of that name in a module outside the project
+and the libraries the engine knows (`ptu.pallas_call(kernel, ...)` with
+`import pallas_test_util as ptu`, `from pallas_test_util import kernel`).
 Otherwise the call is unknown, as any call of an unseen method is. Binding
 still checks the kernel's arity against the launch (a wrapper that adds
 parameters of its own is refused there, with a reason)."""
@@ -35,6 +38,22 @@ if TYPE_CHECKING:
 
 # method name -> the Pallas launcher it stands for
 LAUNCHERS = {"pallas_call": "pl.pallas_call", "kernel": "pl.kernel", "core_map": "pl.core_map"}
+
+
+# Modules whose `pallas_call` / `kernel` / `core_map` are not a test utility's.
+_KNOWN_ROOTS = {"pl", "pltpu", "plgpu", "plsc", "jax", "jaxlib", "numpy", "np", "jnp",
+                "functools", "torch", "triton", "tensorflow", "tf", "cupy", "numba"}
+
+
+def foreign_launcher(name: str) -> Value | None:
+    """`ptu.pallas_call` / `ptu.kernel` / `ptu.core_map` of a module outside
+    the project and outside the libraries the engine knows (a test-utility
+    module, `import pallas_test_util as ptu`): bound like the unseen base
+    class's method of that name, on the same conditions."""
+    head, _, rest = name.partition(".")
+    if not rest or head in _KNOWN_ROOTS:
+        return None
+    return launcher(rest.rpartition(".")[2])
 
 
 def launcher(name: str) -> Value | None:
