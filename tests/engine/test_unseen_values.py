@@ -184,6 +184,28 @@ def run(x, make):
         second.reason
 
 
+def test_an_unknown_loop_variable_and_attribute_are_named():
+    text = HEAD + '''
+
+def run(x, pairs, holder):
+  def kernel(x_ref, o_ref, sem):
+    for src, dst in pairs:
+      pltpu.make_async_copy(src, dst, sem).start()
+    pltpu.make_async_copy(x_ref, o_ref, holder.sems.at[0]).start()
+  return pl.pallas_call(kernel, out_shape=x, in_specs=[pl.BlockSpec(memory_space=pltpu.ANY)],
+                        out_specs=pl.BlockSpec(memory_space=pltpu.ANY),
+                        scratch_shapes=[pltpu.SemaphoreType.DMA(())])(x)
+'''
+    lines = text.split("\n")
+    at = {s.line: s for s in analyze(text, "k.py", coverage=True).coverage.sites}
+    loop = at[lines.index("      pltpu.make_async_copy(src, dst, sem).start()")]
+    held = at[lines.index("    pltpu.make_async_copy(x_ref, o_ref, holder.sems.at[0]).start()")]
+    line = lines.index("    for src, dst in pairs:") + 1
+    assert f"`src` is `src`, a loop variable (line {line})" in loop.reason, loop.reason
+    assert "`sem` (`holder.sems.at[0]`) is `holder`, bound outside `kernel`" in held.reason, \
+        held.reason
+
+
 def test_two_kernels_of_one_name_launched_from_one_line_are_two_launches():
     text = HEAD + '''
 

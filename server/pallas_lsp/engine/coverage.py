@@ -110,9 +110,12 @@ def _unknown_reason(unknown: list[str], arg_nodes: dict, node, funcs, launches) 
     each unknown value came from when the source says it."""
     head = "the engine reached it but could not tell what " + ", ".join(
         f"`{r}`" for r in unknown) + " is"
-    why = [w for r in unknown
-           if (w := unknown_reasons.explain(r, arg_nodes.get(r), node, funcs.get(id(node)),
-                                           launches))]
+    try:
+        why = [w for r in unknown
+               if (w := unknown_reasons.explain(r, arg_nodes.get(r), node, funcs.get(id(node)),
+                                               launches))]
+    except (AttributeError, TypeError, ValueError, RecursionError):
+        why = []  # words for a report: never worth a failed analysis
     return head + ("; " + "; ".join(dict.fromkeys(why)) if why else "")
 
 

@@ -35,26 +35,33 @@ def _callee(node: ast.AST) -> str:
         return "?"
 
 
+def _names_in(target: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
 def _last_binding(func: ast.AST, name: str, before: int) -> ast.AST | None:
-    """The value last assigned to `name` in `func` (not in nested defs) before line `before`."""
+    """The statement (an assignment, a `for`, a comprehension's `for`) that last
+    binds `name` in `func` (not in nested defs) before line `before`."""
     best = None
     stack = list(syntax.children(func))
     while stack:
         node = stack.pop()
         if isinstance(node, _DEFS + (ast.ClassDef,)):
             continue
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
-                and node.lineno < before:
+        targets = []
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                if best is None or node.lineno > best.lineno:
-                    best = node
-            elif any(isinstance(t, (ast.Tuple, ast.List)) and any(
-                    isinstance(e, ast.Name) and e.id == name for e in t.elts) for t in targets):
-                if best is None or node.lineno > best.lineno:
-                    best = node
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        if targets and _line(node) < before and any(name in _names_in(t) for t in targets):
+            if best is None or _line(node) > _line(best):
+                best = node
         stack.extend(syntax.children(node))
     return best
+
+
+def _line(node: ast.AST) -> int:
+    return getattr(node, "lineno", None) or node.target.lineno
 
 
 def explain(role: str, arg_node: ast.AST | None, call: ast.AST, func: ast.AST | None,
@@ -63,28 +70,37 @@ def explain(role: str, arg_node: ast.AST | None, call: ast.AST, func: ast.AST | 
     name = _root_name(arg_node)
     if name is None:
         return ""
+    try:
+        text = ast.unparse(arg_node)
+    except Exception:  # noqa: BLE001 - a name for a message only
+        text = name
+    # `sem` (`self.sems.at[slot]`) comes from ...
+    subject = f"`{role}` (`{text}`)" if text != name and len(text) <= 60 else f"`{role}`"
     if func is None:
-        return f"`{role}` is `{name}`, a module-level name the engine could not tell"
+        return f"{subject} is `{name}`, a module-level name the engine could not tell"
     fname = getattr(func, "name", "<lambda>")
     if name in _params(func):
         mine = [la for la in launches if la.kernel_node is func]
         if mine and not any(la.bound for la in mine):
             why = next((la.reason for la in mine if la.reason), "")
             line = getattr(mine[0].node, "lineno", 0)
-            return (f"`{role}` comes from parameter `{name}` of kernel `{fname}`, which its "
+            return (f"{subject} comes from parameter `{name}` of kernel `{fname}`, which its "
                     f"launch (line {line}) did not bind" + (f": {why}" if why else ""))
         if mine:
-            return (f"`{role}` comes from parameter `{name}` of kernel `{fname}`, bound to a "
+            return (f"{subject} comes from parameter `{name}` of kernel `{fname}`, bound to a "
                     f"value the engine could not tell (a launch argument or scratch entry it "
                     f"does not model)")
-        return (f"`{role}` comes from parameter `{name}` of `{fname}`, whose callers pass a "
+        return (f"{subject} comes from parameter `{name}` of `{fname}`, whose callers pass a "
                 f"value the engine could not tell")
     bound = _last_binding(func, name, getattr(call, "lineno", 1 << 30))
+    if isinstance(bound, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return (f"{subject} is `{name}`, a loop variable (line {_line(bound)}) over items the "
+                f"engine could not tell")
     if bound is not None:
         value = bound.value
         if isinstance(value, ast.Call):
-            return (f"`{role}` is `{name}`, the result of `{_callee(value)}(...)` (line "
+            return (f"{subject} is `{name}`, the result of `{_callee(value)}(...)` (line "
                     f"{bound.lineno}), which the engine does not model")
-        return f"`{role}` is `{name}`, assigned on line {bound.lineno} a value the engine " \
+        return f"{subject} is `{name}`, assigned on line {bound.lineno} a value the engine " \
                f"could not tell"
-    return f"`{role}` is `{name}`, bound outside `{fname}` to a value the engine could not tell"
+    return f"{subject} is `{name}`, bound outside `{fname}` to a value the engine could not tell"
