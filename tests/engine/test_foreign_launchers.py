@@ -107,3 +107,19 @@ def run(x):
 '''
     a = analyze(text, "k.py", coverage=True)
     assert not any(la.bound for la in a.coverage.launches)
+
+
+def test_a_bare_decorator_of_a_gpu_library_is_not_a_launch():
+    """`@cute.kernel` (CUTLASS) writes into its parameters like a kernel, but a
+    module's bare `kernel` decorator given no launch configuration is not
+    Pallas's: not bound, not listed as a launch."""
+    text = """
+import cutlass.cute as cute
+
+
+@cute.kernel
+def copy_kernel(src, dst):
+    dst[0] = src[0]
+"""
+    a = analyze(text, "k.py", coverage=True)
+    assert a.findings == [] and a.coverage.launches == []

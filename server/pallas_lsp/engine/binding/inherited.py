@@ -53,7 +53,8 @@ def foreign_launcher(name: str) -> Value | None:
     head, _, rest = name.partition(".")
     if not rest or head in _KNOWN_ROOTS:
         return None
-    return launcher(rest.rpartition(".")[2])
+    found = launcher(rest.rpartition(".")[2])
+    return replace(found, foreign=True) if found is not None else None
 
 
 def launcher(name: str) -> Value | None:
@@ -71,6 +72,18 @@ class InheritedLauncher(Decorator):
     api: str = ""
     args: tuple = ()
     kwargs: tuple = ()
+    # A module's function (`ptu.kernel`), not a method: taken only once given a
+    # launch's configuration (a bare `@cute.kernel` of a GPU library is not one).
+    foreign: bool = False
+
+    def _configured(self, args: list, kwargs: dict) -> bool:
+        if not self.foreign:
+            return True
+        if self.api == "pl.core_map":
+            return bool(args or kwargs)
+        if self.api == "pl.kernel":
+            return "mesh" in kwargs
+        return "out_shape" in kwargs or len(args) > 1  # pallas_call(kernel, out_shape, ...)
 
     def call(self, host: LaunchHost, args: list[Arg], kwargs: dict[str, Arg], node,
              frame: Frame) -> Value:
@@ -81,7 +94,7 @@ class InheritedLauncher(Decorator):
             or (args[0] if args else None))
         if body is None:  # `@self.kernel(out_shape=..., mesh=...)`, `@self.core_map(mesh)`
             return replace(self, args=tuple(args), kwargs=tuple(kwargs.items()))
-        if not kernel_like(body.value):
+        if not kernel_like(body.value) or not self._configured(args, kwargs):
             return _unknown(host, args, kwargs)
         return host.call_api(self.api, args, kwargs, node, frame)
 
@@ -94,7 +107,7 @@ class InheritedLauncher(Decorator):
                        kwargs=self.kwargs + tuple(kwargs.items()))
 
     def apply(self, host, func, node, frame):
-        if not kernel_like(func):
+        if not kernel_like(func) or not self._configured(list(self.args), dict(self.kwargs)):
             host.escape(func)
             return UNKNOWN
         if self.api == "pl.core_map":
