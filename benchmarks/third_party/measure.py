@@ -126,6 +126,132 @@ class Source:
         return lo + 1
 
 
+# ---------------------------------------------------------------- documentation pages
+
+PAGE_SUFFIXES = (".md", ".rst")
+_PY_WORDS = {"python", "py", "python3", "py3", "ipython", "ipython3"}
+_FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*(.*?)[ \t]*$")
+_RST_CODE = re.compile(r"^([ \t]*)\.\.[ \t]+(code-block|code|sourcecode|testcode|testsetup|"
+                       r"jupyter-execute)::[ \t]*(\S*)")
+
+
+def _fence_is_python(info: str) -> tuple[bool, bool]:
+    """(a Python fence, MyST options may lead it)."""
+    m = re.match(r"^\{(code-cell|code-block|code|sourcecode|testcode|testsetup|"
+                 r"jupyter-execute)\}[ \t]*(\S*)", info)
+    if m:
+        return (not m.group(2) or m.group(2).lower() in _PY_WORDS), True
+    word = info.split(maxsplit=1)[0].lower() if info else ""
+    return word in _PY_WORDS, False
+
+
+def _page_blocks(lines: list[str], rst: bool) -> list[tuple[list[int], int]]:
+    """Python code blocks of a page: ([row of each line], indent to strip)."""
+    blocks = []
+    if rst:
+        i = 0
+        while i < len(lines):
+            m = _RST_CODE.match(lines[i])
+            if not m or (m.group(2) in ("code-block", "code", "sourcecode")
+                         and m.group(3).lower() not in _PY_WORDS):
+                i += 1
+                continue
+            base = len(m.group(1))
+            n = i + 1
+            while n < len(lines) and lines[n].strip().startswith(":"):
+                n += 1
+            while n < len(lines) and not lines[n].strip():
+                n += 1
+            indent = len(lines[n]) - len(lines[n].lstrip()) if n < len(lines) else 0
+            end = last = n
+            while end < len(lines) and indent > base:
+                t = lines[end]
+                if t.strip():
+                    if len(t) - len(t.lstrip()) < indent:
+                        break
+                    last = end
+                end += 1
+            if indent > base and last >= n:
+                blocks.append((list(range(n, last + 1)), indent))
+            i = max(end, i + 1)
+        return blocks
+    only_cells = any((m := _FENCE.match(t)) and m.group(3).startswith("{code-cell}")
+                     for t in lines)
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(2), m.group(3)
+        end = i + 1
+        while end < len(lines):
+            c = _FENCE.match(lines[end])
+            if c and c.group(2)[0] == fence[0] and len(c.group(2)) >= len(fence) \
+                    and not c.group(3):
+                break
+            end += 1
+        is_py, myst = _fence_is_python(info)
+        if only_cells and not info.startswith("{code-cell}"):
+            is_py = False
+        if is_py:
+            rows = list(range(i + 1, end))
+            if myst and rows and lines[rows[0]].strip() == "---":  # a YAML options block
+                close = next((k for k, r in enumerate(rows[1:], 1)
+                              if lines[r].strip() == "---"), None)
+                rows = rows[close + 1:] if close is not None else rows
+            while myst and rows and re.match(r"^[ \t]*:[\w-]+:", lines[rows[0]]):
+                rows = rows[1:]
+            blocks.append((rows, len(m.group(1))))
+        i = end + 1
+    return blocks
+
+
+class Page:
+    """A documentation page's Python blocks as one program with the page's
+    line numbers: every other line is blank, each block's indentation is
+    stripped, IPython magics are blanked, and a block that does not parse is
+    left out (the engine contains it the same way). Edits found in the
+    program are moved back into the page's text."""
+
+    def __init__(self, text: str, rst: bool):
+        self.page = Source(text)
+        lines = text.split("\n")
+        out = [""] * len(lines)
+        self.indent = [0] * len(lines)
+        for rows, indent in _page_blocks(lines, rst):
+            body = []
+            for r in rows:
+                t = lines[r]
+                cut = min(indent, len(t) - len(t.lstrip(" ")))
+                body.append((r, cut, "" if re.match(r"^[ \t]*[%!]", t[cut:]) else t[cut:]))
+            try:
+                ast.parse("\n".join(b[2] for b in body))
+            except SyntaxError:
+                continue
+            for r, cut, t in body:
+                out[r], self.indent[r] = t, cut
+        self.program = "\n".join(out)
+
+    def to_page(self, prog: Source, edits) -> list:
+        """Edits at program byte offsets -> the same edits in the page."""
+        moved = []
+        for a, b, rep in edits:
+            la, lb = prog.line_of(a), prog.line_of(b)
+            pa = self.page.line_starts[la - 1] + self.indent[la - 1] + a - prog.line_starts[la - 1]
+            pb = self.page.line_starts[lb - 1] + self.indent[lb - 1] + b - prog.line_starts[lb - 1]
+            if rep.endswith("\n"):  # a whole line inserted before line la (via_temp)
+                rep = rep.replace("\n", "\n" + " " * self.indent[la - 1])
+            moved.append((pa, pb, rep))
+        return moved
+
+
+def source_files(root: Path) -> list[Path]:
+    """What is measured in a library: its .py files and its documentation pages."""
+    return sorted(p for p in root.rglob("*") if p.suffix in (".py",) + PAGE_SUFFIXES
+                  and p.is_file())
+
+
 def tpu_aliases(nodes: list) -> tuple[dict[str, str], bool]:
     """Names bound to Pallas TPU modules or functions -> dotted target; and
     whether the file imports Pallas TPU at all (a "kernel file")."""
@@ -568,7 +694,8 @@ class _Inserted:
 class Library:
     name: str
     root: Path
-    files: list = dataclasses.field(default_factory=list)        # every .py (relative)
+    files: list = dataclasses.field(default_factory=list)        # every .py / page (relative)
+    pages: list = dataclasses.field(default_factory=list)        # .md / .rst pages with Pallas
     kernel_files: list = dataclasses.field(default_factory=list)
     unparsable: list = dataclasses.field(default_factory=list)    # kernel-looking, not parsable here
     mutants: list = dataclasses.field(default_factory=list)
@@ -577,7 +704,7 @@ class Library:
 
 
 def scan(lib: Library) -> None:
-    for path in sorted(lib.root.rglob("*.py")):
+    for path in source_files(lib.root):
         rel = path.relative_to(lib.root).as_posix()
         lib.files.append(rel)
         try:
@@ -586,6 +713,10 @@ def scan(lib: Library) -> None:
             continue
         if "pallas" not in text:
             continue
+        page = Page(text, path.suffix == ".rst") if path.suffix in PAGE_SUFFIXES else None
+        if page is not None:
+            lib.pages.append(rel)
+            text = page.program
         try:
             tree = ast.parse(text)
         except SyntaxError:
@@ -602,6 +733,8 @@ def scan(lib: Library) -> None:
         # The same edit can be reached twice (a descriptor both named and chained).
         seen = set()
         for m in found:
+            if page is not None:
+                m.edits = page.to_page(finder.src, m.edits)
             key = (m.cls, tuple(map(tuple, m.edits)))
             if key not in seen:
                 seen.add(key)
@@ -631,11 +764,19 @@ def discover(cache: Path, only: list[str] | None) -> list[Library]:
 _CRASH = re.compile(r"pallas-lsp engine failed on (\S+)")
 
 
-def run_check(exe: Engine, target: str, cwd: Path, timeout: float):
+def page_targets(root: Path) -> list[str]:
+    """The CLI reads .md / .rst pages only when they are named."""
+    return [p.relative_to(root).as_posix() for p in source_files(root)
+            if p.suffix in PAGE_SUFFIXES]
+
+
+def run_check(exe: Engine, target, cwd: Path, timeout: float):
     """(diagnostics, files the engine crashed on) or (a string saying what went
-    wrong, [])."""
+    wrong, []). `target`: a path or a list of them."""
+    targets = [target] if isinstance(target, str) else list(target)
     try:
-        proc = exe.run(["check", "--no-config", "--output-format", "json", target], cwd, timeout)
+        proc = exe.run(["check", "--no-config", "--output-format", "json", *targets], cwd,
+                       timeout)
     except subprocess.TimeoutExpired:
         return "timeout", []
     crashed = sorted({os.path.relpath(m, cwd) if os.path.isabs(m) else m
@@ -744,7 +885,7 @@ def live_engine(exe: str) -> Engine:
 def tree_digest(root: Path) -> str:
     """Findings in one file depend on the others (callers, helpers)."""
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
+    for p in source_files(root):
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
@@ -756,7 +897,7 @@ def _scratch(work: Path, lib: str, root: Path) -> Path:
     if not dest.exists():
         tmp = dest.with_name(dest.name + ".part")
         shutil.rmtree(tmp, ignore_errors=True)
-        for path in root.rglob("*.py"):
+        for path in source_files(root):
             out = tmp / path.relative_to(root)
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, out)
@@ -767,7 +908,7 @@ def _scratch(work: Path, lib: str, root: Path) -> Path:
 def tree_task(exe, root, timeout):
     """The whole unmodified tree, as a user would check it."""
     t = time.perf_counter()
-    diags, crashed = run_check(exe, ".", Path(root), timeout)
+    diags, crashed = run_check(exe, [".", *page_targets(Path(root))], Path(root), timeout)
     return diags, crashed, time.perf_counter() - t
 
 
@@ -883,7 +1024,8 @@ def coverage_available(exe: Engine) -> bool:
 def coverage_task(exe: Engine, root: str, timeout: float):
     """(totals, the raw report)."""
     try:
-        proc = exe.run(["coverage", "--output-format", "json", "."], Path(root), timeout)
+        proc = exe.run(["coverage", "--output-format", "json", ".", *page_targets(Path(root))],
+                       Path(root), timeout)
         data = json.loads(proc.stdout)
     except subprocess.TimeoutExpired:
         return {"error": "timeout"}, None

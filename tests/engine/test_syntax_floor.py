@@ -210,6 +210,19 @@ def test_switched_off(monkeypatch):
     assert found(TEMP)[0] == []
 
 
+@pytest.mark.parametrize("arg", ["a[:, 0]", "a[pl.ds(0, 8)]", "a[pl.ds(8), :]", "a[0, pl.ds(8)]",
+                                 "a.at[0][1]", "a.at[pl.ds(0, 8)][0, 0]", "a[i, :, 0]"])
+@pytest.mark.parametrize("call", ["pltpu.async_copy({arg}, b, s).wait()",
+                                  "pltpu.sync_copy({arg}, b)",
+                                  "pltpu.make_async_copy(b, {arg}, s).start()"])
+def test_indexes_no_list_or_dict_takes_are_loads(arg, call):
+    """A tuple index holding a slice, a `pl.ds(...)` index, or an index into an
+    `.at[...]` view: only an array is indexed so, so the argument is a read
+    (a list or dict would raise on it; JAX raises PAL101's error on the read)."""
+    body = f"def k(a, b, s, i):\n    {call.format(arg=arg)}\n"
+    assert [f.code for f in floor_only(body)] == ["PAL101"], body
+
+
 # ---------------------------------------------------------------- negatives
 
 
@@ -221,6 +234,11 @@ def test_switched_off(monkeypatch):
     "def k(a, b, s):\n    pltpu.make_async_copy(a.at[...], b.at[:, ...], s).start()\n",
     # a slice of a list is a list: JAX fails otherwise, or not at all
     "def k(a, b, s):\n    pltpu.sync_copy(a[:], b[0:8])\n",
+    # a dict of Refs keyed by tuples, a list indexed by a computed int
+    "def k(d, b, s, i, j):\n    pltpu.make_async_copy(d[i, j], b, s).start()\n",
+    "def k(refs, b, s, idx):\n    pltpu.async_copy(refs[idx[0]], b, s).wait()\n",
+    # a function of the user's named `ds` (an int for a list)
+    "def ds(i):\n    return i\n\ndef k(refs, b, s):\n    pltpu.sync_copy(refs[ds(0)], b)\n",
     # rebound descriptor name
     "def k(a, b, s, r, c):\n    d = pltpu.make_async_copy(a, b, s)\n"
     "    if c:\n        d = pltpu.make_async_remote_copy(a, b, s, r, device_id=(1,))\n"

@@ -488,6 +488,7 @@ def markdown_cells(text: str) -> list[RawCell]:
     those cells, and its other fences are prose, as in the .ipynb."""
     lines = split_lines(text)
     out: list[RawCell] = []
+    python_kernel = _front_matter_kernel(lines) in PY_LANGS | {"python3 (ipykernel)"}
     only_cells = "{code-cell}" in text and any(
         m is not None and m.group(3).startswith("{code-cell}")
         for m in map(_FENCE.match, lines))
@@ -506,6 +507,8 @@ def markdown_cells(text: str) -> list[RawCell]:
                 break
             end += 1
         mode, myst = _fence_mode(info)
+        if mode is None and python_kernel and re.fullmatch(r"\{code-cell\}", info):
+            mode = "python"  # MyST-NB: a code cell without a language runs in the page's kernel
         if only_cells and not info.startswith("{code-cell}"):
             mode = None
         if mode is not None:
@@ -521,6 +524,22 @@ def markdown_cells(text: str) -> list[RawCell]:
             _add_cell(out, mode, body, rows, cols)
         i = end + 1
     return out
+
+
+def _front_matter_kernel(lines: list[str]) -> str:
+    """The kernel language a jupytext / MyST-NB page names in its front
+    matter (`kernelspec:` `language:` or `name:`), lower case; "python" when
+    it names none (a page of Python docs)."""
+    if not lines or lines[0].strip() != "---":
+        return "python"
+    found = {}
+    for line in lines[1:200]:
+        if line.strip() == "---":
+            break
+        m = re.match(r"^[ \t]+(language|name)[ \t]*:[ \t]*(.+?)[ \t]*$", line)
+        if m:
+            found.setdefault(m.group(1), m.group(2).strip("'\"").lower())
+    return found.get("language") or found.get("name") or "python"
 
 
 def _fence_mode(info: str) -> tuple[str | None, bool]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import field
 
-from pallas_lsp.engine import api, syntax
+from pallas_lsp.engine import api, syntax, unknown_reasons
 from pallas_lsp.engine.events import Arg, Events
 from pallas_lsp.engine.model import Api, Array, Const, Ref
 from pallas_lsp.engine.records import record
@@ -80,26 +80,43 @@ _NO_LAUNCH = ("no kernel launch reaches it; checked as kernel code, its paramete
               "by their use (their shapes and memory spaces unknown)")
 
 
-def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object, bool]]:
+def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object, bool, dict]]:
     """id(call node) -> (known in some analysis of it, unknown roles, node,
-    reached by a launch: not only as kernel code run without one)."""
-    out: dict[int, tuple[bool, list[str], object, bool]] = {}
+    reached by a launch: not only as kernel code run without one, the
+    argument node of each unknown role)."""
+    out: dict[int, tuple[bool, list[str], object, bool, dict]] = {}
 
-    def note(node, unknown: list[str], kid: int):
+    def note(node, unknown: list[str], kid: int, arg_nodes: dict):
         if not kid:
             return  # run on its own with unknown arguments: no kernel reaches it here
         prev = out.get(id(node))
         known, launched = not unknown, kid not in events.standalone
         # The best run says what is known: launched first, then fewest unknowns.
         if prev is None or (launched, known, -len(unknown)) > (prev[3], prev[0], -len(prev[1])):
-            out[id(node)] = (known, unknown, node, launched)
+            out[id(node)] = (known, unknown, node, launched, arg_nodes)
 
     for call in events.dmas:
         roles = [r for r in _ROLES if getattr(call, r, None) is not None]
-        note(call.node, [r for r in roles if not arg_known(getattr(call, r))], call.kernel_id)
+        unknown = [r for r in roles if not arg_known(getattr(call, r))]
+        note(call.node, unknown, call.kernel_id, {r: getattr(call, r).node for r in unknown})
     for op in events.sem_ops:
-        note(op.node, [] if arg_known(op.sem) else ["sem"], op.kernel_id)
+        note(op.node, [] if arg_known(op.sem) else ["sem"], op.kernel_id, {"sem": op.sem.node}
+             if op.sem is not None else {})
     return out
+
+
+def _unknown_reason(unknown: list[str], arg_nodes: dict, node, funcs, launches) -> str:
+    """"the engine reached it but could not tell what `dst` is", and where
+    each unknown value came from when the source says it."""
+    head = "the engine reached it but could not tell what " + ", ".join(
+        f"`{r}`" for r in unknown) + " is"
+    try:
+        why = [w for r in unknown
+               if (w := unknown_reasons.explain(r, arg_nodes.get(r), node, funcs.get(id(node)),
+                                               launches))]
+    except (AttributeError, TypeError, ValueError, RecursionError):
+        why = []  # words for a report: never worth a failed analysis
+    return head + ("; " + "; ".join(dict.fromkeys(why)) if why else "")
 
 
 def _api_name(node: ast.AST, scope: dict) -> str | None:
@@ -151,11 +168,11 @@ def measure(src, interp, events: Events) -> FileCoverage:
             site = Site(kind, t, span.line, span.col, False, False, [],
                         _why_unreached(node, funcs, interp))
         else:
-            known, unknown, _, launched = hit
+            known, unknown, _, launched, arg_nodes = hit
             site = Site(kind, t, span.line, span.col, True, known, unknown,
                         ("" if launched else _NO_LAUNCH + _budget(interp)) if known else
-                        "the engine reached it but could not tell what "
-                        + ", ".join(f"`{r}`" for r in unknown) + " is", launched)
+                        _unknown_reason(unknown, arg_nodes, node, funcs,
+                                        interp.events.launches), launched)
         if not site.known and gpu_kernels:
             site.backend = _kernel_backend(node, funcs, gpu_kernels)
         cov.sites.append(site)
@@ -164,16 +181,20 @@ def measure(src, interp, events: Events) -> FileCoverage:
         node = launch.node
         if node is None or getattr(node, "_pl_src", src) is not src:
             continue
-        key = id(node) if launch.api != "pallas_call" or not launch.kernel else (id(node),
-                                                                                 launch.kernel)
+        # One entry per kernel function a call launches (two defs of one name
+        # launched from one line are two kernels).
+        key = (id(node), id(launch.kernel_node) if launch.kernel_node is not None else None)
         old = by_node.get(key)
         if old is None:
             by_node[key] = LaunchSite(launch.api, launch.kernel, src.span(node).line,
                                       launch.bound, launch.backend, launch.reason)
         elif launch.bound and not old.bound:
             old.bound, old.reason = True, ""
-    cov.launches.extend(by_node.values())
-    seen_launch = {id(launch.node) for launch in interp.events.launches}
+    bound_at = {key[0] for key, site in by_node.items() if site.bound}
+    cov.launches.extend(site for key, site in by_node.items()  # an unbound try, bound later
+                        if site.bound or key[1] is not None or key[0] not in bound_at)
+    seen_launch = {id(launch.node) for launch in interp.events.launches} \
+        | interp.events.factory_nodes
     for node in syntax.walk(src.tree):
         if isinstance(node, ast.Call) and id(node) not in seen_launch:
             name = _api_name(node.func, scope)
@@ -181,7 +202,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
                 cov.launches.append(LaunchSite(api.tail(name), "", src.span(node).line, False,
                                                interp.file_backend,
                                                _why_unreached(node, funcs, interp)))
-    for known, unknown, node, launched in status.values():
+    for known, unknown, node, launched, _ in status.values():
         other = getattr(node, "_pl_src", None)
         if other is None or other is src or not other.path or not launched:
             continue

@@ -194,6 +194,9 @@ class Events:
     windows: list[Window] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)
+    # id() of `pl.kernel(...)` / `core_map(...)` calls that made a decorator
+    # later applied to a kernel (the launch is where it is applied).
+    factory_nodes: set = field(default_factory=set)
 
 
 def code_events(events: Events) -> tuple[list, ...]:

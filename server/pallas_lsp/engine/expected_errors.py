@@ -9,8 +9,15 @@ one launched anywhere else as well is judged.
 The syntax floor (mistakes the text alone decides) still speaks in such a
 kernel when the block names the message it expects and the floor's finding is
 another one: a `x_ref[...]` passed to a DMA in a test that expects "Cannot
-signal" makes the test fail, so it is a bug there too. Under a bare
-`assertRaises(Exception)` any error passes the test, and nothing is said.
+signal" makes the test fail, so it is a bug there too. It speaks as well
+under a catch-all block (`assertRaises(Exception)`, `pytest.raises(Exception)`,
+no message): such a test expects a failure it does not name (a lowering or
+compile error, whose message is not stable), while each floor finding is a
+plain Python error with a stable message that a test meaning it would name;
+so a floor mistake there is one the test did not mean, and the test passes
+for the wrong reason. Under a block that names a specific exception class
+without a message (`assertRaises(ValueError)`) the floor's finding may be the
+failure meant, and nothing is said.
 """
 from __future__ import annotations
 
@@ -27,9 +34,16 @@ _UNITTEST_PREFIX = "assertRaises"
 _PYTEST = ("raises",)
 
 
+# The pattern of a block that expects any exception at all, any message: a
+# regular-expression comment (it matches every message).
+CATCH_ALL = "(?#any exception)"
+_BROAD = {"Exception", "BaseException"}
+
+
 def expected_pattern(node: ast.With | ast.AsyncWith) -> str | None:
     """None: not a block the test expects to raise. Else the regular
-    expression its message must match ("": any message)."""
+    expression its message must match ("": any message of the class it
+    names; CATCH_ALL: any exception, any message)."""
     for item in node.items:
         call = item.context_expr
         if not isinstance(call, ast.Call):
@@ -42,10 +56,21 @@ def expected_pattern(node: ast.With | ast.AsyncWith) -> str | None:
                 text = _literal(_keyword(call, "expected_regex") or _keyword(call, "expected_regexp"))
             if text and "Literal" in name:
                 return re.escape(text)
-            return _valid(text)
+            return _valid(text) or _catch_all(call.args[0] if call.args else
+                                              _keyword(call, "expected_exception"))
         if name in _PYTEST and (isinstance(f, ast.Name) or _is_pytest(f.value)):
-            return _valid(_literal(_keyword(call, "match")))
+            return _valid(_literal(_keyword(call, "match"))) or _catch_all(
+                call.args[0] if call.args else _keyword(call, "expected_exception"))
     return None
+
+
+def _catch_all(exc: ast.AST | None) -> str:
+    """CATCH_ALL when the expected class is `Exception` / `BaseException`
+    (alone or in a tuple), else "" (any message of a narrower class)."""
+    items = exc.elts if isinstance(exc, ast.Tuple) else [exc]
+    names = [e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name)
+             else None for e in items]
+    return CATCH_ALL if any(n in _BROAD for n in names) else ""
 
 
 def _keyword(call: ast.Call, name: str) -> ast.AST | None:
@@ -175,9 +200,12 @@ def without_expected(events: Events) -> Events:
 
 def expected_floor_finding(line: int, message: str, defs: list[tuple[ast.AST, str]]) -> bool:
     """Is a syntax-floor finding at `line` (0-based) one that its test expects: inside
-    an expected-to-fail kernel whose block takes any message, or this one?"""
+    an expected-to-fail kernel whose block names an exception class and no
+    message, or this message? (Not under a catch-all block: see above.)"""
     for d, pattern in defs:
         if d.lineno - 1 <= line <= (d.end_lineno or d.lineno) - 1:
+            if pattern == CATCH_ALL:
+                continue  # a failure the test does not name: the floor's is not it
             if not pattern or _matches(pattern, message):
                 return True
     return False

@@ -267,6 +267,12 @@ def join(a: Value, b: Value) -> Value:
         nullable = getattr(a, "nullable", False) or getattr(b, "nullable", False)
         return Choice(options=options, nullable=nullable) if len(options) <= MAX_CHOICES \
             else UNKNOWN
+    # A choice between Pallas APIs (`mem = pltpu.SMEM if c else pltpu.VMEM`):
+    # called, each is called and the results joined.
+    if isinstance(a, (Api, Choice)) and isinstance(b, (Api, Choice)) \
+            and all(isinstance(o, Api) for o in _options(a) + _options(b)):
+        options = tuple(dict.fromkeys(_options(a) + _options(b)))
+        return Choice(options=options) if len(options) <= MAX_CHOICES else UNKNOWN
     # An optional callback (`hook if flag else None`): called, it is the function.
     if isinstance(a, Const) and a.value is None and isinstance(b, (Func, Choice)):
         return Choice(options=_options(b), nullable=True)
@@ -317,6 +323,13 @@ def join(a: Value, b: Value) -> Value:
         return Alloc(space=a.space, shape=a.shape if a.shape == b.shape else
                      _join_shape(a.shape, b.shape), dtype=a.dtype if a.dtype == b.dtype else None,
                      sem=a.sem, nullable=a.nullable or b.nullable, decl=_same_decl(a, b))
+    if isinstance(a, Alloc) and isinstance(b, Alloc) and a.sem is None and b.sem is None \
+            and Space.SEMAPHORE not in (a.space, b.space):
+        # `(pltpu.SMEM if c else pltpu.VMEM)(shape, dtype)`: a buffer either way,
+        # in a space the engine cannot tell.
+        return Alloc(space=Space.UNKNOWN, shape=a.shape if a.shape == b.shape else
+                     _join_shape(a.shape, b.shape), dtype=a.dtype if a.dtype == b.dtype else None,
+                     nullable=a.nullable or b.nullable, decl=_same_decl(a, b))
     if isinstance(a, Spec) and isinstance(b, Spec):
         # `SMEM if x.size == 1 else HBM`: a Ref either way, its space unknown.
         return Spec(space=a.space if a.space == b.space else Space.UNKNOWN,

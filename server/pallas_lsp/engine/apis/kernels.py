@@ -44,10 +44,10 @@ def handle(host: LaunchHost, name: str, t: str, args: list[Arg], kwargs: dict[st
             return KernelDecorator(kwargs=tuple(kwargs.items())).apply(host, body.value, node,
                                                                        frame)
         if body is None or not isinstance(body.value, Func):
-            return KernelDecorator(kwargs=tuple(kwargs.items()))
+            return KernelDecorator(kwargs=tuple(kwargs.items()), made_at=node)
         return pl_kernel(host, body.value, kwargs, frame, node)
     if t == "core_map":
-        return CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()))
+        return CoreMapDecorator(args=tuple(args), kwargs=tuple(kwargs.items()), made_at=node)
     if t == "run_scoped":
         body = pick(args, kwargs, 0, "f")
         if body is not None and isinstance(body.value, Func):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pallas_lsp.engine.binding.decorators import PartialApi
 from pallas_lsp.engine.binding.inherited import InheritedLauncher
 from pallas_lsp.engine.events import Arg
-from pallas_lsp.engine.model import Api, Func, Value
+from pallas_lsp.engine.model import Api, Array, Const, Func, Ref, Seq, Unknown, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import UNKNOWN, Choice
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from pallas_lsp.engine.host import Host
 
 PARTIALS = ("functools.partial", "jax.tree_util.Partial")
+# Values that are not something jax.jit could wrap and call.
+_NOT_CALLABLE = (Unknown, Const, Array, Ref, Seq)
 
 
 # Wrappers whose result, called, runs the function with the same arguments
@@ -29,8 +31,8 @@ SAME_CALL = ("jax.jit",)
 
 def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg],
            node: ast.Call, frame: Frame) -> Value | None:
-    if name in SAME_CALL and args and isinstance(args[0].value, Func):
-        return args[0].value
+    if name in SAME_CALL and args and not isinstance(args[0].value, _NOT_CALLABLE):
+        return args[0].value  # any callable the engine models (a run_state function too)
     if name not in PARTIALS:
         return None
     if not args:

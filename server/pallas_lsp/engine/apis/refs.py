@@ -8,6 +8,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
+from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.binding.shapes import space_of
 from pallas_lsp.engine.events import Arg, RefAccess, RollCall, pick
 from pallas_lsp.engine.model import Array, Const, Ref, SemKind, Space, Value
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
     from pallas_lsp.engine.host import Host
 
+# Pallas calls that turn an allocation (`pltpu.VMEM(...)`) into a Ref.
+ALLOC_REF = {"pl.get_global", "pl.empty_ref_like", "pltpu.get_global", "pltpu.empty_ref_like"}
 NEW_REF = {"jax.new_ref", "jax._src.core.new_ref", "jax.empty_ref", "jax.experimental.mutable_array",
            "jax._src.core.mutable_array"}
 
@@ -32,6 +35,11 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
         return Ref(origin=f"{name.rsplit('.', 1)[-1]}(...)", space=where,
                    shape=getattr(x, "shape", None), dtype=None if sem else getattr(x, "dtype", None),
                    sem=sem)
+    if name in ALLOC_REF:
+        # `pl.get_global(pltpu.VMEM_SHARED(shape, dtype))`, `pl.empty_ref_like(
+        # pltpu.HBM(shape, dtype))`: a Ref of that allocation.
+        alloc = to_alloc(args[0].value) if args else None
+        return alloc.to_ref(f"{t}(...)") if alloc is not None else None
     if t in ("load", "store") and name.startswith(("pl.", "pltpu.")):
         ref = pick(args, kwargs, 0, "ref")
         if ref is not None:

@@ -5,6 +5,7 @@ launcher family's module."""
 from __future__ import annotations
 
 import ast
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
@@ -116,11 +117,20 @@ class ScopedFunc(Value):
         return run_scoped(host, func, list(self.types), dict(self.kw_types), self.node, frame)
 
 
+def _factory_applied(host: LaunchHost, made_at) -> None:
+    """`run = pl.core_map(mesh)` then `@run`: the call that made the decorator
+    launches what it is applied to (coverage lists it as that launch)."""
+    if made_at is not None:
+        host.events.factory_nodes.add(id(made_at))
+
+
 @frozen
 class KernelDecorator(Decorator):
     kwargs: tuple = ()
+    made_at: object = field(default=None, compare=False, repr=False)  # the pl.kernel(...) call
 
     def apply(self, host, func, node, frame):
+        _factory_applied(host, self.made_at)
         if isinstance(func, Func):
             return pl_kernel(host, func, dict(self.kwargs), frame, node)
         if isinstance(func, Choice) and func.options \
@@ -137,8 +147,10 @@ class KernelDecorator(Decorator):
 class CoreMapDecorator(Decorator):
     args: tuple = ()
     kwargs: tuple = ()
+    made_at: object = field(default=None, compare=False, repr=False)  # the core_map(...) call
 
     def apply(self, host, func, node, frame):
+        _factory_applied(host, self.made_at)
         if isinstance(func, Func):
             return core_map(host, func, list(self.args), dict(self.kwargs), frame, node)
         if isinstance(func, Choice) and func.options \

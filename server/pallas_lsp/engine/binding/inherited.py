@@ -15,6 +15,9 @@ the same name is never taken for one:
 - the method is named exactly `pallas_call`, `kernel` or `core_map`;
 - the function it receives is kernel-like: its body names a Pallas API
   (`pl.*`, `pltpu.*`) or writes into one of its parameters (`o_ref[...] = `).
+The same holds for a function of that name in a module outside the project
+and the libraries the engine knows (`ptu.pallas_call(kernel, ...)` with
+`import pallas_test_util as ptu`, `from pallas_test_util import kernel`).
 Otherwise the call is unknown, as any call of an unseen method is. Binding
 still checks the kernel's arity against the launch (a wrapper that adds
 parameters of its own is refused there, with a reason)."""
@@ -37,6 +40,23 @@ if TYPE_CHECKING:
 LAUNCHERS = {"pallas_call": "pl.pallas_call", "kernel": "pl.kernel", "core_map": "pl.core_map"}
 
 
+# Modules whose `pallas_call` / `kernel` / `core_map` are not a test utility's.
+_KNOWN_ROOTS = {"pl", "pltpu", "plgpu", "plsc", "jax", "jaxlib", "numpy", "np", "jnp",
+                "functools", "torch", "triton", "tensorflow", "tf", "cupy", "numba"}
+
+
+def foreign_launcher(name: str) -> Value | None:
+    """`ptu.pallas_call` / `ptu.kernel` / `ptu.core_map` of a module outside
+    the project and outside the libraries the engine knows (a test-utility
+    module, `import pallas_test_util as ptu`): bound like the unseen base
+    class's method of that name, on the same conditions."""
+    head, _, rest = name.partition(".")
+    if not rest or head in _KNOWN_ROOTS:
+        return None
+    found = launcher(rest.rpartition(".")[2])
+    return replace(found, foreign=True) if found is not None else None
+
+
 def launcher(name: str) -> Value | None:
     """`self.<name>` of a class with an unknown base, when the name is a launcher's."""
     api_name = LAUNCHERS.get(name)
@@ -52,6 +72,18 @@ class InheritedLauncher(Decorator):
     api: str = ""
     args: tuple = ()
     kwargs: tuple = ()
+    # A module's function (`ptu.kernel`), not a method: taken only once given a
+    # launch's configuration (a bare `@cute.kernel` of a GPU library is not one).
+    foreign: bool = False
+
+    def _configured(self, args: list, kwargs: dict) -> bool:
+        if not self.foreign:
+            return True
+        if self.api == "pl.core_map":
+            return bool(args or kwargs)
+        if self.api == "pl.kernel":
+            return "mesh" in kwargs
+        return "out_shape" in kwargs or len(args) > 1  # pallas_call(kernel, out_shape, ...)
 
     def call(self, host: LaunchHost, args: list[Arg], kwargs: dict[str, Arg], node,
              frame: Frame) -> Value:
@@ -62,7 +94,7 @@ class InheritedLauncher(Decorator):
             or (args[0] if args else None))
         if body is None:  # `@self.kernel(out_shape=..., mesh=...)`, `@self.core_map(mesh)`
             return replace(self, args=tuple(args), kwargs=tuple(kwargs.items()))
-        if not kernel_like(body.value):
+        if not kernel_like(body.value) or not self._configured(args, kwargs):
             return _unknown(host, args, kwargs)
         return host.call_api(self.api, args, kwargs, node, frame)
 
@@ -75,7 +107,7 @@ class InheritedLauncher(Decorator):
                        kwargs=self.kwargs + tuple(kwargs.items()))
 
     def apply(self, host, func, node, frame):
-        if not kernel_like(func):
+        if not kernel_like(func) or not self._configured(list(self.args), dict(self.kwargs)):
             host.escape(func)
             return UNKNOWN
         if self.api == "pl.core_map":

@@ -130,7 +130,7 @@ def run_pl_kernel(host: LaunchHost, kc: KernelCallable, operands: list[Value] | 
         args = lead + args
     if operands is not None and len(operands) == kc.n_in:
         for i, operand in enumerate(operands):
-            if is_record(operand):
+            if is_record(operand) or isinstance(operand, Seq):  # `kernel((x, idx))`: a tuple of Refs
                 args[i] = _input_tree(operand, f"input #{i}", 0)
     elif operands is not None and len(operands) <= kc.n_open:
         for i, operand in enumerate(operands):  # one parameter per operand, its Ref tree

@@ -43,7 +43,7 @@ def segments_to_args(segments: list[list[Value] | None], params: list[str], requ
         back = list(tail)  # the known last scratch entries
     if has_vararg and len(front) >= len(params):
         return front + [star] + back, ""  # `*refs` knows its first and last items
-    if has_vararg or required != len(params) or not back:
+    if has_vararg or required != len(params) or (not back and len(front) < len(params)):
         if len(front) > len(params) and not has_vararg:
             return None, "the launch binds more parameters than the kernel takes"
         return front + [STAR_UNKNOWN], ""

@@ -10,6 +10,7 @@ import ast
 
 from pallas_lsp.engine import api, pyops
 from pallas_lsp.engine.apis import arrays
+from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.binding.shapes import index_shape, slice_value, window_overflow
 from pallas_lsp.engine.binding.specs import SpecHolder, SpecInit
 from pallas_lsp.engine.events import Arg, KernelOp, RefAccess, Window
@@ -67,7 +68,9 @@ class ExpressionsMixin:
             key = (node, base.name)
             out = self._api_attrs.get(key)
             if out is None:
-                out = self._api_attrs[key] = Api(name=api.join(base.name, attr), decl=node)
+                out = Api(name=api.join(base.name, attr), decl=node)
+                # `ptu.pallas_call` of a test-utility module the engine cannot see
+                out = self._api_attrs[key] = inherited.foreign_launcher(out.name) or out
             return out
         if isinstance(base, ModuleRef):
             return self.module_attr(base, attr)

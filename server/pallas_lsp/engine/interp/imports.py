@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import api
+from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.frames import Frame, Module, real_path
 from pallas_lsp.engine.model import Api, Value
 from pallas_lsp.engine.values import UNKNOWN, Imported, ModuleRef
@@ -67,8 +68,9 @@ class ImportsMixin:
             elif node.level or not node.module:
                 frame.scope.vars[alias.asname or alias.name] = UNKNOWN
             else:
-                frame.scope.vars[alias.asname or alias.name] = Api(
-                    name=api.canonical(f"{node.module}.{alias.name}"))
+                name = api.canonical(f"{node.module}.{alias.name}")
+                frame.scope.vars[alias.asname or alias.name] = \
+                    inherited.foreign_launcher(name) or Api(name=name)
 
     def _import_star(self, target: str, frame: Frame) -> None:
         mod = self.load_module(target)

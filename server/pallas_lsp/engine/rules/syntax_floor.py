@@ -8,9 +8,9 @@ only the AST of the file, in every function, and reports the cases where the
 text settles the question:
 
 * PAL101 / PAL102: a DMA's source, destination or semaphore written as a
-  load, `x[...]` or `x[i, ...]` (a subscript whose index is `...` or a tuple
-  holding `...`; never `x.at[...]`, never `x[i]`, which may select a Ref in a
-  list), in `async_copy` / `async_remote_copy` / `sync_copy` (which start the
+  load: `x[...]`, `x[i, ...]`, `x[:, 0]`, `x[pl.ds(0, 8)]`, `x.at[i][0]` (an
+  index no list or dict takes; never `x.at[...]`, never `x[i]`, `x[a:b]` or
+  `x[i, j]`, which may select a Ref in a list or dict: `_is_load`), in `async_copy` / `async_remote_copy` / `sync_copy` (which start the
   copy) or in a `make_async_copy` / `make_async_remote_copy` whose descriptor
   is seen to be `.start()`ed;
 * PAL110: the same load as the semaphore of a descriptor only ever waited on
@@ -63,6 +63,7 @@ _PARAMS = {
     "sync_copy": ("src_ref", "dst_ref"),
 }
 _METHODS = {"start", "wait", "wait_recv", "wait_send"}
+_DS = {"pl.ds", "pl.dslice", "pltpu.ds", "pltpu.dslice"}  # a Slice: no list or dict index
 # Words that must appear in a file for the floor to look at it.
 _WORDS = ("make_async_copy", "async_copy", "async_remote_copy", "make_async_remote_copy",
           "sync_copy")
@@ -239,8 +240,9 @@ class _File:
 
     # ---- what expressions are
 
-    def dma_api(self, func: ast.AST, scope: _Scope) -> str | None:
-        """`make_async_copy` etc. when `func` names the Pallas TPU API."""
+    def pallas_api(self, func: ast.AST, scope: _Scope) -> str | None:
+        """The canonical name (`pl.ds`, `pltpu.make_async_copy`) when `func`
+        names a Pallas API through the file's imports."""
         parts = []
         while isinstance(func, ast.Attribute):
             parts.append(func.attr)
@@ -251,7 +253,12 @@ class _File:
         if b is None or b[0] != "import":
             return None
         name = api.canonical(".".join([b[1]] + parts[::-1]))
-        if not name.startswith("pltpu."):
+        return name if name.startswith(("pl.", "pltpu.")) else None
+
+    def dma_api(self, func: ast.AST, scope: _Scope) -> str | None:
+        """`make_async_copy` etc. when `func` names the Pallas TPU API."""
+        name = self.pallas_api(func, scope)
+        if name is None or not name.startswith("pltpu."):
             return None
         t = api.tail(name)
         return t if t in _PARAMS else None
@@ -281,17 +288,28 @@ def _args(call: ast.Call, api_name: str) -> dict[str, ast.AST] | None:
     return out
 
 
-def _is_load(node: ast.AST) -> bool:
-    """`x[...]`, `x[i, ...]`, `x.at[i][...]`: a read, never a Ref."""
+def _is_load(node: ast.AST, is_ds=None) -> bool:
+    """A subscript that reads, never one that selects a Ref from a list or
+    dict: its index holds `...` (`x[...]`, `x[i, ...]`), is a tuple holding a
+    slice (`x[:, 0]`, `x[pl.ds(8), :]`: no list or dict takes that index), or
+    is / holds a `pl.ds(...)` (`is_ds` says which calls are); or it indexes
+    an `.at[...]` view (`x.at[i][0, 0]`: a view is a Ref, indexing it reads).
+    A bare `x[i]`, `x[a:b]` or `x[i, j]` may select from a list or dict: not
+    decided here."""
     if not isinstance(node, ast.Subscript) or not isinstance(node.ctx, ast.Load):
         return False
     if isinstance(node.value, ast.Attribute) and node.value.attr == "at":
         return False
-    index = node.slice
-    if isinstance(index, ast.Constant) and index.value is Ellipsis:
+    if isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Attribute) \
+            and node.value.value.attr == "at":
         return True
-    return isinstance(index, ast.Tuple) and any(
-        isinstance(e, ast.Constant) and e.value is Ellipsis for e in index.elts)
+    index = node.slice
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in items):
+        return True
+    if isinstance(index, ast.Tuple) and any(isinstance(e, ast.Slice) for e in items):
+        return True
+    return is_ds is not None and any(isinstance(e, ast.Call) and is_ds(e.func) for e in items)
 
 
 def _neg_int(node: ast.AST) -> int | None:
@@ -551,10 +569,13 @@ class _Floor:
 
     def _load(self, node, m: _Maker):
         """(node, the load it is or holds) when `node` is a load; None otherwise."""
-        if _is_load(node):
+        def is_ds(func):
+            return self.f.pallas_api(func, m.scope) in _DS
+
+        if _is_load(node, is_ds):
             return node
         via = self.f.value_of(node, m.scope)
-        if via is not None and _is_load(via):
+        if via is not None and _is_load(via, is_ds):
             return via
         return None
 
