@@ -64,6 +64,8 @@ HINTS = {
     "buffered": "Use `pl.Buffered(1)` or `pl.Buffered(2)` (the default): the TPU pipeline "
                 "has one or two buffers per block.",
     "float16": "Use `jnp.bfloat16` for the buffer (same size), or convert outside the kernel.",
+    "float16_load": "Use `jnp.bfloat16` for the buffer (same size), or convert outside the "
+                    "kernel.",
     "dma_shape": "Give the copy's source and destination windows the same shape (slice the "
                  "larger one with `.at[pl.ds(start, size)]` or `.at[slot]`).",
     "memory_space": "Copy the data into VMEM first (`pltpu.sync_copy`, or `make_async_copy` "
@@ -80,9 +82,10 @@ def kind_of(message: str) -> str:
         return "block"
     if _BUFFERED.search(message):
         return "buffered"
-    if ("xf16" in message and "failed to legalize operation 'tpu.store'" in message) \
-            or "Invalid vector type for load" in message:  # a float16 load (v5e chip, libtpu)
+    if "xf16" in message and "failed to legalize operation 'tpu.store'" in message:
         return "float16"
+    if "Invalid vector type for load" in message:  # a float16 load (v5e chip, libtpu)
+        return "float16_load"  # the same advice; it lands on the load, not on a scratch entry
     if "failed to legalize operation 'arith." in message and "xi8>" in message:
         return "vector_type"
     if "block shape" in message and ("divisible by 8 and 128" in message
