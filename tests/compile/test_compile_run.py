@@ -219,14 +219,18 @@ def test_a_default_run_without_libtpu_says_tpu_errors_were_not_checked(tmp_path)
     probe = subprocess.run([str(python), "-c", "import importlib.util as u, jax; "
                             "print(u.find_spec('libtpu') is None)"], capture_output=True, text=True)
     assert probe.stdout.strip() == "True", probe.stderr
-    p = _cli_run("--", "pal401_block_shape.bug_lanes", python=str(python))
+    # Without the libtpu path a deviceless compile earlier in this process put in
+    # os.environ (jax sets TPU_LIBRARY_PATH), which the child would inherit and load.
+    env = {k: v for k, v in os.environ.items() if k != "TPU_LIBRARY_PATH"}
+    p = _cli_run("--", "pal401_block_shape.bug_lanes", python=str(python), env=env)
     assert p.returncode == 0, p.stderr
     assert "TPU-only errors not checked: libtpu is not installed" in p.stderr
     assert "pip install 'jax[tpu]'" in p.stderr
     # asked for explicitly, a compile without libtpu is an error, as before
     p = subprocess.run([sys.executable, "-m", "pallas_lsp", "run", "--python", str(python),
                         "--compile", "v5e", "--root", str(FIXTURES), str(SCRIPT), "--",
-                        "pal401_block_shape.bug_lanes"], capture_output=True, text=True, timeout=300)
+                        "pal401_block_shape.bug_lanes"], capture_output=True, text=True, timeout=300,
+                       env=env)
     assert p.returncode == 2 and "could not compile for TPU" in p.stderr
 
 

@@ -55,7 +55,7 @@ class LaunchHost(Host, Protocol):
     module_scope: Scope
     kernels: list[str]  # names of the kernels bound
     kernels_done: set  # (launch site, kernel) already run
-    kernel_runs: dict[int, int]  # launch site -> kernels run there
+    kernel_runs: dict  # (launch site, kernel def) -> runs of that def there
     kernel_count: int  # kernel ids given so far (the next run is kernel_count + 1)
     pending: list  # pallas_call results whose kernel waits for call args
     pending_pipelines: list  # emit_pipeline results (run when called)

@@ -123,12 +123,14 @@ def _changes_refs(pc: PallasCallable, known: tuple) -> bool:
 
 
 def _earlier_launch(host: LaunchHost, pc: PallasCallable):
-    """The launch this call site recorded with these specs, its kernel
-    already run; None when there is none."""
+    """The launch this call site recorded with these specs and this kernel,
+    already run; None when there is none (a shared wrapper's site launches
+    other kernels with the same specs)."""
     config = _config(pc)
+    knode = getattr(pc.kernel, "node", None)
     for launch in reversed(host.events.launches):
-        if launch.node is pc.node and launch.operands is None and launch.bound and _config(
-                launch) == config:
+        if launch.node is pc.node and launch.operands is None and launch.bound \
+                and launch.kernel_node is knode and _config(launch) == config:
             return launch
     return None
 
