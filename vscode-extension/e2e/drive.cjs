@@ -16,15 +16,10 @@
 const path = require("node:path");
 const fs = require("node:fs");
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
+const { env, log, openPage } = require("../../tests/editors/e2e_browser.cjs");
 const URL = env("E2E_URL");
 const OUT = env("E2E_OUT");
 const IMG = env("E2E_IMG");
-const { chromium } = require(env("E2E_PLAYWRIGHT"));
 
 const CODE = "PAL101";
 const HOVER = "DMA semaphore · shape ()";
@@ -39,32 +34,12 @@ const SEM_AT = "15:56";
 const NOTEBOOK = "buggy_notebook.ipynb";
 const NOTEBOOK_HOVER = "x_ref: Ref · ANY";
 
-const started = Date.now();
-function log(message) {
-  const s = ((Date.now() - started) / 1000).toFixed(1).padStart(6);
-  process.stderr.write(`[drive ${s}s] ${message}\n`);
-}
-
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: env("E2E_CHROMIUM"),
-    headless: true,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync", "--no-first-run",
-      "--disable-dev-shm-usage",
-    ],
-  });
-  const context = await browser.newContext({ viewport: { width: 1200, height: 680 }, deviceScaleFactor: 1 });
-  const page = await context.newPage();
+  const { browser, page, shot: save } = await openPage({ width: 1200, height: 680 });
   const consoleLines = [];
   page.on("console", (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
   let step = "start";
-  const shot = async (name, dir = OUT) => {
-    const file = path.join(dir, name);
-    await page.screenshot({ path: file });
-    log(`screenshot ${file} (${fs.statSync(file).size} bytes)`);
-  };
+  const shot = (name, dir = OUT) => save(name, dir);
 
   try {
     step = "load the workbench";

@@ -35,14 +35,8 @@ KERNEL=$REPO/tests/editors/fixtures/buggy_kernel.py
 log() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
-CHROMIUM=${CHROMIUM:-}
-if [[ -z $CHROMIUM ]]; then
-  # /usr/bin/chromium is Debian's wrapper script; the binary is behind it.
-  for c in /usr/lib/chromium/chromium "$(command -v chromium || true)" "$(command -v chromium-browser || true)"; do
-    [[ -n $c && -x $c ]] && { CHROMIUM=$c; break; }
-  done
-fi
-[[ -n $CHROMIUM ]] || die "chromium not found (apt-get install -y chromium)"
+. "$REPO/tests/editors/e2e_common.sh"
+e2e_find_chromium
 command -v npm >/dev/null || die "npm not found"
 command -v python3 >/dev/null || die "python3 not found"
 
@@ -81,14 +75,7 @@ if [[ ! -f $CS_DIR/.complete ]]; then
   touch "$CS_DIR/.complete"
 fi
 
-PW_DIR=$CACHE/playwright-core-$PLAYWRIGHT_VERSION
-if [[ ! -f $PW_DIR/node_modules/playwright-core/package.json ]]; then
-  log "installing playwright-core $PLAYWRIGHT_VERSION into $PW_DIR"
-  mkdir -p "$PW_DIR"
-  echo '{"private": true}' >"$PW_DIR/package.json"
-  npm install --prefix "$PW_DIR" --no-save "playwright-core@$PLAYWRIGHT_VERSION" >"$OUT/install-playwright.log" 2>&1 \
-    || die "playwright-core install: see $OUT/install-playwright.log"
-fi
+e2e_playwright "$PLAYWRIGHT_VERSION"
 
 # One venv per checkout, with this checkout's pallas-lsp installed editable.
 REPO_KEY=$(printf '%s' "$REPO" | sha1sum | cut -c1-12)
@@ -116,27 +103,19 @@ VSIX=$EXT/pallas-lsp.vsix
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/pallas-lsp-e2e.XXXXXX")
 CS_PID=
 cleanup() {
-  if [[ -n $CS_PID ]]; then
-    # code-server leaves a watcher child behind its parent: kill the group
-    kill -TERM -- "-$CS_PID" 2>/dev/null || true
-    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- "-$CS_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$CS_PID" 2>/dev/null || true
-  fi
+  # code-server leaves a watcher child behind its parent: kill the group
+  e2e_stop_group "$CS_PID"
   if [[ -z ${PALLAS_LSP_E2E_KEEP:-} ]]; then rm -rf "$RUN"; else log "kept $RUN"; fi
 }
 trap cleanup EXIT
 
 # Everything code-server, the extension host, the server and Chromium write
 # goes under $RUN (they write into $HOME even with a user-data dir).
-export HOME=$RUN/home TMPDIR=$RUN/tmp
-export XDG_CONFIG_HOME=$RUN/xdg/config XDG_DATA_HOME=$RUN/xdg/data
-export XDG_CACHE_HOME=$RUN/xdg/cache XDG_STATE_HOME=$RUN/xdg/state XDG_RUNTIME_DIR=$RUN/xdg/runtime
+e2e_private_home "$RUN"
 USER_DATA=$RUN/user-data
 EXTENSIONS=$RUN/extensions
 WORKSPACE=$RUN/workspace
-mkdir -p "$HOME" "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" "$XDG_CACHE_HOME" "$XDG_STATE_HOME" \
-  "$USER_DATA/User" "$EXTENSIONS" "$WORKSPACE"
-chmod 700 "$XDG_RUNTIME_DIR" 2>/dev/null || mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+mkdir -p "$USER_DATA/User" "$EXTENSIONS" "$WORKSPACE"
 cp "$KERNEL" "$WORKSPACE/buggy_kernel.py"
 cp "$REPO/tests/editors/fixtures/buggy_notebook.ipynb" "$WORKSPACE/"  # the notebook step
 cp "$REPO/tests/lsp/kernels/editor_kernel.py" "$WORKSPACE/tokens_kernel.py"  # semantic tokens

@@ -35,14 +35,8 @@ NOTEBOOK=$REPO/tests/editors/fixtures/buggy_notebook.ipynb
 log() { printf '[jupyterlab-e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
-CHROMIUM=${CHROMIUM:-}
-if [[ -z $CHROMIUM ]]; then
-  # /usr/bin/chromium is Debian's wrapper script; the binary is behind it.
-  for c in /usr/lib/chromium/chromium "$(command -v chromium || true)" "$(command -v chromium-browser || true)"; do
-    [[ -n $c && -x $c ]] && { CHROMIUM=$c; break; }
-  done
-fi
-[[ -n $CHROMIUM ]] || die "chromium not found (apt-get install -y chromium)"
+. "$REPO/tests/editors/e2e_common.sh"
+e2e_find_chromium
 command -v node >/dev/null || die "node not found"
 command -v npm >/dev/null || die "npm not found"
 command -v python3 >/dev/null || die "python3 not found"
@@ -52,14 +46,7 @@ export npm_config_fund=false npm_config_audit=false npm_config_update_notifier=f
 
 # ------------------------------------------------------------------ installs
 
-PW_DIR=$CACHE/playwright-core-$PLAYWRIGHT_VERSION
-if [[ ! -f $PW_DIR/node_modules/playwright-core/package.json ]]; then
-  log "installing playwright-core $PLAYWRIGHT_VERSION into $PW_DIR"
-  mkdir -p "$PW_DIR"
-  echo '{"private": true}' >"$PW_DIR/package.json"
-  npm install --prefix "$PW_DIR" --no-save "playwright-core@$PLAYWRIGHT_VERSION" >"$OUT/install-playwright.log" 2>&1 \
-    || die "playwright-core install: see $OUT/install-playwright.log"
-fi
+e2e_playwright "$PLAYWRIGHT_VERSION"
 
 # One venv per checkout and JupyterLab version, with this checkout's
 # pallas-lsp installed editable (its entry points are read from there).
@@ -82,28 +69,21 @@ fi
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/pallas-lsp-jupyterlab-e2e.XXXXXX")
 JL_PID=
 cleanup() {
-  if [[ -n $JL_PID ]]; then
-    # the server's kernels and language servers are in its process group
-    kill -TERM -- "-$JL_PID" 2>/dev/null || true
-    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- "-$JL_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$JL_PID" 2>/dev/null || true
-  fi
+  # the server's kernels and language servers are in its process group
+  e2e_stop_group "$JL_PID"
   if [[ -z ${PALLAS_LSP_E2E_KEEP:-} ]]; then rm -rf "$RUN"; else log "kept $RUN"; fi
 }
 trap cleanup EXIT
 
 # Everything Jupyter, the kernel, the language server and Chromium write goes
 # under $RUN; no user configuration is read.
-export HOME=$RUN/home TMPDIR=$RUN/tmp
-export XDG_CONFIG_HOME=$RUN/xdg/config XDG_DATA_HOME=$RUN/xdg/data
-export XDG_CACHE_HOME=$RUN/xdg/cache XDG_STATE_HOME=$RUN/xdg/state
+e2e_private_home "$RUN"
 export JUPYTER_CONFIG_DIR=$RUN/jupyter/config JUPYTER_DATA_DIR=$RUN/jupyter/data
 export JUPYTER_RUNTIME_DIR=$RUN/jupyter/runtime IPYTHONDIR=$RUN/ipython
 export JUPYTERLAB_SETTINGS_DIR=$RUN/lab/settings JUPYTERLAB_WORKSPACES_DIR=$RUN/lab/workspaces
 export JUPYTER_PLATFORM_DIRS=1
 ROOT=$RUN/notebooks
-mkdir -p "$HOME" "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" "$XDG_CACHE_HOME" "$XDG_STATE_HOME" \
-  "$JUPYTER_CONFIG_DIR" "$JUPYTER_DATA_DIR" "$JUPYTER_RUNTIME_DIR" "$IPYTHONDIR" "$ROOT" \
+mkdir -p "$JUPYTER_CONFIG_DIR" "$JUPYTER_DATA_DIR" "$JUPYTER_RUNTIME_DIR" "$IPYTHONDIR" "$ROOT" \
   "$JUPYTERLAB_WORKSPACES_DIR" "$JUPYTERLAB_SETTINGS_DIR/@jupyterlab/apputils-extension"
 cp "$NOTEBOOK" "$ROOT/buggy_notebook.ipynb"
 # no news or update toasts over the notebook
