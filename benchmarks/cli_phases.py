@@ -26,10 +26,10 @@ third-party kernels in `--third-party` (default /work/tp_cache, when present;
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -40,36 +40,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-PARSE = """
-import ast, os, sys
-for top in sys.argv[1:]:
-    for d, dirs, files in os.walk(top):
-        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
-        for f in sorted(files):
-            if f.endswith(".py"):
-                with open(os.path.join(d, f), "rb") as fh:
-                    try:
-                        ast.parse(fh.read())
-                    except (SyntaxError, ValueError):
-                        pass
-"""
+# The parse floor and the timer are cli_speed.py's (this folder is on sys.path when run).
+from cli_speed import PARSE, wall  # noqa: E402
 
 PHASES = ("imports", "discover", "read", "pre-filter", "parse", "index", "interpret", "rules",
           "output", "other")
-
-
-def wall(cmd: list[str], env: dict, repeat: int) -> tuple[float, float]:
-    """(wall, CPU of all its processes) seconds, each the minimum over the repeats."""
-    best, cpu = float("inf"), float("inf")
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
-        best = min(best, time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = min(cpu, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return best, cpu
 
 
 def ruff_command() -> list[str] | None:
@@ -96,7 +71,8 @@ def child(tree: str) -> None:
     from pallas_lsp.engine import backend, project, relevance
     from pallas_lsp.engine.interp import Interpreter
     from pallas_lsp.engine.rules import FLOOR, RULES
-    analyze_mod = sys.modules["pallas_lsp.engine.analyze"]  # (the package exports the function)
+    # (the package exports the function, and loads the module only when first asked)
+    analyze_mod = importlib.import_module("pallas_lsp.engine.analyze")
 
     totals = dict.fromkeys(PHASES, 0.0)
     stack: list[list] = []  # [phase, start of its current exclusive slice]
@@ -141,7 +117,7 @@ def child(tree: str) -> None:
     cli_check._check_run = timed("other", cli_check_run)
 
     t1 = clock()
-    cli.main(["check", "--exit-zero", "--output-format", "json", "-o", os.devnull, tree])
+    cli.main(["check", "--no-cache", "--exit-zero", "--output-format", "json", "-o", os.devnull, tree])
     rest = clock() - t1 - sum(v for k, v in totals.items() if k != "imports")
     totals["other"] += rest  # argparse, main's own lines
     totals["imports"] = imports
@@ -178,8 +154,8 @@ def measure(name: str, tree: str, env: dict, repeat: int) -> None:
     lines = sum(p.read_bytes().count(b"\n") for p in files)
     print(f"\n## {name}: {tree} ({len(files)} .py files, {lines / 1000:.1f} kLOC)")
     env1 = dict(env, PALLAS_LSP_JOBS="1")
-    check = [sys.executable, "-m", "pallas_lsp", "check", "--exit-zero", "--output-format",
-             "json", "-o", os.devnull, tree]
+    check = [sys.executable, "-m", "pallas_lsp", "check", "--no-cache", "--exit-zero",
+             "--output-format", "json", "-o", os.devnull, tree]
     start, start_cpu = wall([sys.executable, "-c", "pass"], env, repeat)
     floor, floor_cpu = wall([sys.executable, "-c", PARSE, tree], env, repeat)
     shipped, shipped_cpu = wall(check, env, repeat)
