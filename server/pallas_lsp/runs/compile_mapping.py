@@ -64,8 +64,6 @@ HINTS = {
     "buffered": "Use `pl.Buffered(1)` or `pl.Buffered(2)` (the default): the TPU pipeline "
                 "has one or two buffers per block.",
     "float16": "Use `jnp.bfloat16` for the buffer (same size), or convert outside the kernel.",
-    "float16_load": "Use `jnp.bfloat16` for the buffer (same size), or convert outside the "
-                    "kernel.",
     "dma_shape": "Give the copy's source and destination windows the same shape (slice the "
                  "larger one with `.at[pl.ds(start, size)]` or `.at[slot]`).",
     "memory_space": "Copy the data into VMEM first (`pltpu.sync_copy`, or `make_async_copy` "
@@ -75,6 +73,8 @@ HINTS = {
     "other": "The kernel runs in interpret mode but the TPU compiler rejects it; see the "
              "compiler's message.",
 }
+
+HINTS["float16_load"] = HINTS["float16"]  # the same advice, on the load's line
 
 
 def kind_of(message: str) -> str:

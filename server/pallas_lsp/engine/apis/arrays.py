@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from pallas_lsp.engine import vmem
 from pallas_lsp.engine.binding.shapes import dim_of, dtype_of, shape_of
 from pallas_lsp.engine.events import Arg, KernelOp, pick
 from pallas_lsp.engine.model import Api, Array, Const, Seq, Value
@@ -236,9 +237,7 @@ def _size(shape) -> int | None:
 
 # numpy's itemsize (`x.dtype.itemsize`, `x.itemsize`): what a launcher that sizes
 # blocks from a byte budget divides by. Not the VMEM footprint (bool is 4 there).
-ITEMSIZE = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4,
-            "bfloat16": 2, "float16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1,
-            "bool_": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+ITEMSIZE = {**vmem.ITEMSIZE, "bool": 1, "bool_": 1}
 
 
 def dtype_itemsize(name: str) -> Value | None:
