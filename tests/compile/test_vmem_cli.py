@@ -167,3 +167,22 @@ def f(x, n):
     # one f32 block + one at half a byte: 18 MiB, under v6e's 32 MiB (two of each: 36)
     assert row["floor"] == (16 << 20) + (2 << 20)
     assert "PAL404" not in [f.code for f in analyze(p.read_text(), str(p)).findings]
+
+
+def test_a_kernel_that_computes_says_its_figure_is_a_floor(tmp_path, capsys):
+    """A dot (or exp, a reduction...) may make the compiler spill intermediates to
+    scoped VMEM, which is not modelled: the figure says `>=` and why; a plain copy
+    of the same blocks stays a point figure."""
+    text = KERNEL.replace("acc_ref[...] += x_ref[...]",
+                          "acc_ref[...] += jnp.dot(x_ref[...], x_ref[...].T)[:, :1]")
+    p = _write(tmp_path, text.replace("def big(x):\n    return run(x, rows=2048)\n", "")
+               .replace("def twice(x):\n    return run(x, True)\n", ""))
+    assert main(["vmem", str(p), "--output-format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["launches"]
+    assert rows and all(r["spills_not_counted"] is True for r in rows)
+    assert main(["vmem", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "may add VMEM for intermediates it spills" in out and "under (so far)" in out
+    plain = _write(tmp_path, KERNEL)
+    assert main(["vmem", str(plain), "--output-format", "json"]) == 0
+    assert not any(r["spills_not_counted"] for r in json.loads(capsys.readouterr().out)["launches"])

@@ -202,6 +202,9 @@ class LaunchVmem:
     estimate: vmem.Estimate
     limits: dict  # generation -> limit in bytes ({} when `vmem_limit_bytes` cannot be told)
     set_limit: int | None  # vmem_limit_bytes, when given
+    # The kernel computes (a dot, exp, reduction, sort...): the compiler may add
+    # VMEM for intermediates it spills, which is not modelled, so the figure is a floor.
+    computes: bool = False
 
     def over(self, gens=GENERATIONS) -> list[str]:
         """The generations of `gens` whose limit the estimate exceeds."""
@@ -437,7 +440,24 @@ def launch_vmem(launch: Launch, events=None) -> LaunchVmem | None:
         limits, set_limit = dict(DEFAULT_SCOPED_VMEM), None
     else:
         limits, set_limit = {g: limit for g in DEFAULT_SCOPED_VMEM}, limit
-    return LaunchVmem(launch, vmem.estimate(needs), limits, set_limit)
+    return LaunchVmem(launch, vmem.estimate(needs), limits, set_limit,
+                      _computes(events, launch.kernel_id) if events is not None else False)
+
+
+# Kernel calls after which the compiler was seen to spill intermediates to scoped
+# VMEM (benchmarks/README.md: attention, top-k, triangular solves, bf16 matmuls on v5e);
+# plain copies, casts and elementwise sums were exact.
+_SPILLERS = frozenset({"dot", "dot_general", "matmul", "einsum", "exp", "exp2", "log", "log1p",
+                       "tanh", "logistic", "sigmoid", "softmax", "log_softmax", "erf", "max",
+                       "min", "sum", "mean", "argmax", "argmin", "cumsum", "sort", "top_k",
+                       "sqrt", "rsqrt", "reciprocal", "power", "pow", "triangular_solve"})
+
+
+def _computes(events, kid: int) -> bool:
+    return bool(kid) and any(
+        op.kernel_id == kid and (op.name == "MatMult" if op.kind == "binop" else
+                                 op.kind == "call" and op.name.rsplit(".", 1)[-1] in _SPILLERS)
+        for op in events.kernel_ops)
 
 
 def _scratch_leaves(value, path: str) -> list:
@@ -552,7 +572,7 @@ def markdown_table(lv: LaunchVmem) -> list[str]:
         origin = "vmem_limit_bytes" if lv.set_limit else "default scoped limits"
         over = lv.over()
         total = f"{fmt_bytes(est.floor)} to {fmt_bytes(est.total)}" if est.ranged \
-            else f"{at_least}{fmt_bytes(est.total)}"
+            else f"{'≥ ' if lv.computes else at_least}{fmt_bytes(est.total)}"
         lines.append(f"Total {total}; {origin}: {limits}"
                      + (f"; over on {', '.join(over)}" if over else "") + ".")
     else:
@@ -561,4 +581,10 @@ def markdown_table(lv: LaunchVmem) -> list[str]:
     if not est.exact:
         lines.append("(≥: an input's dtype or shape, or a buffer count, is not known here; "
                      "`pallas-lsp run --compile` reports the compiler's figure.)")
+    if lv.computes:
+        lines.append(SPILL_NOTE)
     return lines
+
+
+SPILL_NOTE = ("(The kernel computes: the compiler may add VMEM for intermediates it spills, "
+              "which is not counted here.)")
