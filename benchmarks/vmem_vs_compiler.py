@@ -108,19 +108,20 @@ def needs(params) -> list[vmem.Need]:
     return out
 
 
-# Primitives after which the compiler may spill intermediates to scoped VMEM (the
-# engine's list, rules/_tpu._SPILLERS, as jaxpr primitives): such a kernel's figure
-# is a floor.
-SPILLERS = {"dot_general", "exp", "exp2", "log", "log1p", "tanh", "logistic", "erf",
-            "reduce_max", "reduce_min", "reduce_sum", "argmax", "argmin", "cumsum", "cummax",
-            "cumlogsumexp", "sort", "sqrt", "rsqrt", "pow", "top_k", "triangular_solve"}
+# Primitives that only move or cast data; any other primitive with a non-scalar result
+# is computation the compiler may spill intermediates of (the engine's rule,
+# rules/_tpu._computes): such a kernel's figure is a floor.
+MOVES_ONLY = {"get", "swap", "load", "store", "convert_element_type", "reshape", "squeeze",
+              "broadcast_in_dim", "expand_dims", "transpose", "slice", "dynamic_slice",
+              "concatenate", "copy", "copy_p", "pjit", "closed_call"}
 
 
 def computes(params) -> bool:
-    """The kernel's jaxpr uses a primitive of SPILLERS (nested bodies too)."""
+    """The kernel's jaxpr (nested bodies too) computes on arrays that are not scalars."""
     def walk(jaxpr) -> bool:
         for eqn in jaxpr.eqns:
-            if eqn.primitive.name in SPILLERS:
+            if eqn.primitive.name not in MOVES_ONLY and any(
+                    getattr(getattr(v, "aval", None), "shape", ()) for v in eqn.outvars):
                 return True
             for p in eqn.params.values():
                 for sub in (p if isinstance(p, (list, tuple)) else [p]):
@@ -710,9 +711,9 @@ def summary(rows, gens) -> list[str]:
             errs = sorted(abs(r - 1) for r in (_ratio(row, gen) for row in mine) if r is not None)
             floors = kinds.count("floor held")
             out.append(f"{gen}, {label}: {n} launches (+{kinds.count(None)} the compiler "
-                       f"refused); within 5 %: {within} of {points} point figures "
-                       f"({100 * within / n:.0f} % of all); a range holding the figure: "
-                       f"{ranged} of {n - points}; within or in range: {within + ranged} "
+                       f"refused); within 5 %: {within} ({100 * within / n:.0f} %); a range "
+                       f"holding the figure: {ranged} of {n - points}; within or in range: "
+                       f"{within + ranged} "
                        f"({100 * (within + ranged) / n:.0f} %); a stated floor the compiler "
                        f"exceeds (spills): {floors}; a point below 90 % of the compiler: "
                        f"{kinds.count('under')}; over by more than 5 %: {kinds.count('over')}; "

@@ -12,7 +12,7 @@ import ast
 
 from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.events import Launch
-from pallas_lsp.engine.model import Const, Related, Seq, Space
+from pallas_lsp.engine.model import Array, Const, Ref, Related, Seq, Space
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.tpu import DEFAULT_SCOPED_VMEM, GENERATIONS, fmt_bytes
 from pallas_lsp.engine import vmem
@@ -444,20 +444,36 @@ def launch_vmem(launch: Launch, events=None) -> LaunchVmem | None:
                       _computes(events, launch.kernel_id) if events is not None else False)
 
 
-# Kernel calls after which the compiler was seen to spill intermediates to scoped
-# VMEM (benchmarks/README.md: attention, top-k, triangular solves, bf16 matmuls on v5e);
-# plain copies, casts and elementwise sums were exact.
-_SPILLERS = frozenset({"dot", "dot_general", "matmul", "einsum", "exp", "exp2", "log", "log1p",
-                       "tanh", "logistic", "sigmoid", "softmax", "log_softmax", "erf", "max",
-                       "min", "sum", "mean", "argmax", "argmin", "cumsum", "sort", "top_k",
-                       "sqrt", "rsqrt", "reciprocal", "power", "pow", "triangular_solve"})
+# Kernel code after which the compiler was seen to spill intermediates to scoped VMEM
+# (benchmarks/README.md): arithmetic on whole blocks (tpu_inference's mhc_post, adds
+# and multiplies only: 40 % over the blocks), dots, exp, reductions, sorts. Plain copies,
+# casts and index arithmetic on scalars were exact.
+_MOVES_ONLY = frozenset({"zeros_like", "ones_like", "full_like", "zeros", "ones", "full",
+                         "empty", "astype", "reshape", "broadcast_to", "asarray", "array",
+                         "squeeze", "expand_dims", "transpose", "swapaxes"})
 
 
 def _computes(events, kid: int) -> bool:
-    return bool(kid) and any(
-        op.kernel_id == kid and (op.name == "MatMult" if op.kind == "binop" else
-                                 op.kind == "call" and op.name.rsplit(".", 1)[-1] in _SPILLERS)
-        for op in events.kernel_ops)
+    """The kernel does arithmetic on arrays that are not scalars (their shape
+    known), or calls a jnp / lax function that is not a copy or a cast."""
+    if not kid:
+        return False
+    for op in events.kernel_ops:
+        if op.kernel_id != kid:
+            continue
+        if op.kind == "call" and op.name.startswith(("jnp.", "lax.")):
+            if op.name.rsplit(".", 1)[-1] not in _MOVES_ONLY:
+                return True
+        elif op.kind in ("binop", "unary") and any(
+                isinstance(v, Array) and v.shape is not None and any(
+                    isinstance(d, int) and d > 1 for d in v.shape) for v in op.operands):
+            return True
+    # `acc_ref[...] += x` (an augmented store: no operator event of its own)
+    return any(a.kernel_id == kid and a.kind == "swap" and a.value is not None
+               and isinstance(a.value.value, Array) and a.value.value.origin == "arithmetic"
+               and isinstance(a.ref.value, Ref) and a.ref.value.shape is not None
+               and any(isinstance(d, int) and d > 1 for d in a.ref.value.shape)
+               for a in events.accesses)
 
 
 def _scratch_leaves(value, path: str) -> list:
