@@ -81,13 +81,16 @@ def _verdict(lv, gen: str) -> str:
         return f"{gen}: limit unknown"
     est = lv.estimate
     if est.total > limit:
-        word = "OVER" if est.floor > limit else "over (if the scratch is kept)"
+        word = "OVER" if est.floor > limit else \
+            "over (unless XLA puts an operand in VMEM itself)" if est.ranged else \
+            "over (if the scratch is kept)"
     else:
-        word = "under" if est.exact else "under (so far)"
+        word = "under" if est.exact and not lv.computes else "under (so far)"
     return f"{gen}: {word} {fmt_bytes(limit)} ({100 * est.total / limit:.0f} %)"
 
 
 def _text(rows, gens) -> str:
+    from pallas_lsp.engine.rules._tpu import SPILL_NOTE
     from pallas_lsp.engine.tpu import fmt_bytes
 
     if not rows:
@@ -111,7 +114,13 @@ def _text(rows, gens) -> str:
             lines.append(f"  {p.name:<20} {shape:<22} x{count:<2} {size:>12}"
                          + (f"  {p.why}" if p.why else ""))
         total = fmt_bytes(est.total) if est.exact else f">= {fmt_bytes(est.total)}"
+        if est.ranged:  # an operand XLA may put in VMEM: a range, not a point
+            total = f"{fmt_bytes(est.floor)} to {total.lstrip('>= ')}"
+        elif lv.computes and est.exact:
+            total = f">= {total}"
         lines.append(f"  total {total}; " + "; ".join(_verdict(lv, g) for g in gens))
+        if lv.computes:
+            lines.append("  " + SPILL_NOTE)
     return "\n".join(lines)
 
 
@@ -119,7 +128,8 @@ def _json(path: str, lv, gens) -> dict:
     est = lv.estimate
     return {
         "path": path, "line": lv.launch.node.lineno, "kernel": lv.launch.kernel,
-        "total": est.total, "floor": est.floor, "exact": est.exact,
+        "total": est.total, "floor": est.floor, "exact": est.exact, "range": est.ranged,
+        "spills_not_counted": lv.computes,
         "parts": [{"name": p.name, "kind": p.kind, "shape": list(p.shape) if p.shape else None,
                    "dtype": p.dtype, "bytes_each": p.bytes_each, "buffers": p.count,
                    "bytes": p.bytes, "exact": p.exact, "why": p.why} for p in est.parts],

@@ -194,6 +194,11 @@ class Events:
     windows: list[Window] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.
     escaped_roots: set = field(default_factory=set)
+    # Kernels that handed a Ref or a function to code the engine cannot follow:
+    # their accesses seen are not all there are (rules/_scratch_kept.py).
+    opaque: set = field(default_factory=set)
+    # The analysed file's tree (other files' nodes carry theirs in `_pl_src`).
+    module: object = None
     # id() of `pl.kernel(...)` / `core_map(...)` calls that made a decorator
     # later applied to a kernel (the launch is where it is applied).
     factory_nodes: set = field(default_factory=set)

@@ -17,7 +17,7 @@ from pallas_lsp.engine import api, backend
 from pallas_lsp.engine.apis import (allocations, arrays, control, dma, kernels, partials, pytrees,
                                     refs, semaphores)
 from pallas_lsp.engine.events import Arg, KernelOp
-from pallas_lsp.engine.model import Api, Array, Value
+from pallas_lsp.engine.model import Api, Array, Const, Ref, Value
 from pallas_lsp.engine.values import UNKNOWN
 
 if TYPE_CHECKING:
@@ -48,8 +48,14 @@ def call(host: Host, name: str, args: list[Arg], kwargs: dict[str, Arg], node: a
         if frame.kernel_id:
             host.events.kernel_ops.append(KernelOp("call", name, node, tuple(
                 a.value for a in args), frame.kernel_id))
+        was_opaque = frame.kernel_id in host.events.opaque
         for a in list(args) + list(kwargs.values()):
             host.escape(a.value)
+        if name.startswith(("jnp.", "lax.")) and not was_opaque \
+                and all(isinstance(a.value, (Ref, Array, Const)) or a.value is UNKNOWN
+                        for a in list(args) + list(kwargs.values())):
+            # jnp / lax functions read a Ref (`jnp.zeros_like(acc_ref)`), never write it
+            host.events.opaque.discard(frame.kernel_id)
         return Array(origin=name) if name.startswith(("jnp.", "lax.")) else UNKNOWN
     for a in list(args) + list(kwargs.values()):
         host.escape(a.value)

@@ -240,6 +240,8 @@ class CallsMixin:
         """A descriptor handed to code we cannot follow: its fate is unknown."""
         if type(value) in _INERT:
             return
+        if self.active_kernel and isinstance(value, (Ref, Func, StateFunc)):
+            self.events.opaque.add(self.active_kernel)
         if isinstance(value, Descriptor):
             for i in value.call_ids:
                 self.events.dmas[i].escaped = True

@@ -55,7 +55,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self.sites: dict[int, ast.AST] = {}  # id(node in another file) -> call here
         self.file_backend = backend.of_file(src.tree)
         self.kernel_backend: dict[int, str] = {}
-        self.events = Events()
+        self.events = Events(module=src.tree)
         self.names: dict[ast.AST, list] = {}  # Name node -> [node, value, is_param, is_assign]
         self._consts: dict[ast.Constant, Const] = {}
         self._api_attrs: dict[tuple, Api] = {}  # (attribute node, base name) -> Api

@@ -12,10 +12,11 @@ import ast
 
 from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.events import Launch
-from pallas_lsp.engine.model import Const, Related, Seq, Space
+from pallas_lsp.engine.model import Array, Const, Ref, Related, Seq, Space
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.tpu import DEFAULT_SCOPED_VMEM, GENERATIONS, fmt_bytes
 from pallas_lsp.engine import vmem
+from pallas_lsp.engine.rules._scratch_kept import kept_scratch
 from pallas_lsp.engine.values import ShapeDtype, Spec
 
 BLOCK_SPACES = (None, Space.VMEM)
@@ -201,6 +202,9 @@ class LaunchVmem:
     estimate: vmem.Estimate
     limits: dict  # generation -> limit in bytes ({} when `vmem_limit_bytes` cannot be told)
     set_limit: int | None  # vmem_limit_bytes, when given
+    # The kernel computes (a dot, exp, reduction, sort...): the compiler may add
+    # VMEM for intermediates it spills, which is not modelled, so the figure is a floor.
+    computes: bool = False
 
     def over(self, gens=GENERATIONS) -> list[str]:
         """The generations of `gens` whose limit the estimate exceeds."""
@@ -330,7 +334,26 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
     why = ("whole array" if whole else "grid of one step" if steps == 1 else
            "constant index map" if constant else f"Buffered({n_buf})" if given and n_buf else
            "double-buffered" if count == 2 else "")
-    return vmem.Need(label, "block", block, dtype, count, why)
+    moved, movable = _xla_layout(ashape, block, dtype)
+    if moved or movable:
+        why = (why + "; " if why else "") + (MOVED_WHY if moved else MOVABLE_WHY)
+    return vmem.Need(label, "block", block, dtype, count, why, movable=movable, moved=moved)
+
+
+MOVED_WHY = "XLA lays the array out in VMEM itself: nothing here"
+MOVABLE_WHY = "XLA may lay the array out in VMEM itself: from 0"
+
+
+def _xla_layout(array, block, dtype) -> tuple[bool, bool]:
+    """(moved, maybe): XLA lays the array out in VMEM before the kernel
+    (vmem.xla_moves), or may: the array or its dtype is not known and the
+    block is narrower than 128 lanes, so the array is too."""
+    moved = vmem.xla_moves(tuple(array), vmem.ITEMSIZE.get(dtype or "")) \
+        if array is not None else None
+    if moved is not None:
+        return moved, False
+    shape = array or block
+    return False, bool(shape) and (shape[-1] is None or shape[-1] % vmem.LANES != 0)
 
 
 def _scratch_params(kernel, n: int) -> list[str] | None:
@@ -376,9 +399,10 @@ def _written_first(kernel, name: str) -> bool:
     return False
 
 
-def launch_vmem(launch: Launch) -> LaunchVmem | None:
+def launch_vmem(launch: Launch, events=None) -> LaunchVmem | None:
     """The scoped VMEM of a TPU pallas_call, part by part; None when its specs
-    cannot be told apart."""
+    cannot be told apart. With the analysis' `events`, scratch the kernel
+    surely keeps counts in the floor (_scratch_kept.py)."""
     ins, outs = items(launch.in_specs), items(launch.out_specs)
     shapes = items(launch.out_shape)
     if ins is None and _keyword(launch.node, "in_specs") is None:
@@ -408,22 +432,7 @@ def launch_vmem(launch: Launch) -> LaunchVmem | None:
             needs.append(_block_need(launch, key, i, len(specs), spec, array, dims))
     if whole_inputs:
         needs.extend(_whole_inputs(launch))
-    scratch = items(launch.scratch) or []
-    names = _scratch_params(launch.kernel_node, len(scratch))
-    for i, alloc in enumerate(scratch):
-        space = getattr(alloc, "space", None)
-        if space != Space.VMEM:
-            continue  # semaphores, SMEM: not in scoped VMEM
-        shape = getattr(alloc, "shape", None)
-        label = f"scratch[{i}]" + (f" {names[i]}" if names else "")
-        if names and _written_first(launch.kernel_node, names[i]):
-            # Measured: a buffer filled and read back within each step is not kept.
-            needs.append(vmem.Need(label, "scratch", tuple(shape) if known_shape(shape)
-                                   else None, getattr(alloc, "dtype", None), 0,
-                                   "written before read in each step: dropped"))
-            continue
-        needs.append(vmem.Need(label, "scratch", tuple(shape) if known_shape(shape) else None,
-                               getattr(alloc, "dtype", None), 1, "scratch"))
+    needs.extend(_scratch_needs(launch, events, _steps(dims)))
     limit = vmem_limit(launch)
     if limit is _MISSING:
         limits, set_limit = {}, None
@@ -431,7 +440,74 @@ def launch_vmem(launch: Launch) -> LaunchVmem | None:
         limits, set_limit = dict(DEFAULT_SCOPED_VMEM), None
     else:
         limits, set_limit = {g: limit for g in DEFAULT_SCOPED_VMEM}, limit
-    return LaunchVmem(launch, vmem.estimate(needs), limits, set_limit)
+    return LaunchVmem(launch, vmem.estimate(needs), limits, set_limit,
+                      _computes(events, launch.kernel_id) if events is not None else False)
+
+
+# Kernel code after which the compiler was seen to spill intermediates to scoped VMEM
+# (benchmarks/README.md): arithmetic on whole blocks (tpu_inference's mhc_post, adds
+# and multiplies only: 40 % over the blocks), dots, exp, reductions, sorts. Plain copies,
+# casts and index arithmetic on scalars were exact.
+_MOVES_ONLY = frozenset({"zeros_like", "ones_like", "full_like", "zeros", "ones", "full",
+                         "empty", "astype", "reshape", "broadcast_to", "asarray", "array",
+                         "squeeze", "expand_dims", "transpose", "swapaxes"})
+
+
+def _computes(events, kid: int) -> bool:
+    """The kernel does arithmetic on arrays that are not scalars (their shape
+    known), or calls a jnp / lax function that is not a copy or a cast."""
+    if not kid:
+        return False
+    for op in events.kernel_ops:
+        if op.kernel_id != kid:
+            continue
+        if op.kind == "call" and op.name.startswith(("jnp.", "lax.")):
+            if op.name.rsplit(".", 1)[-1] not in _MOVES_ONLY:
+                return True
+        elif op.kind in ("binop", "unary") and any(
+                isinstance(v, Array) and v.shape is not None and any(
+                    isinstance(d, int) and d > 1 for d in v.shape) for v in op.operands):
+            return True
+    # `acc_ref[...] += x` (an augmented store: no operator event of its own)
+    return any(a.kernel_id == kid and a.kind == "swap" and a.value is not None
+               and isinstance(a.value.value, Array) and a.value.value.origin == "arithmetic"
+               and isinstance(a.ref.value, Ref) and a.ref.value.shape is not None
+               and any(isinstance(d, int) and d > 1 for d in a.ref.value.shape)
+               for a in events.accesses)
+
+
+def _scratch_leaves(value, path: str) -> list:
+    """(root, allocation) of each leaf of a scratch list, nested lists too
+    (`[[pltpu.VMEM(...)] * k]`); the root is the one the kernel's Ref gets."""
+    if isinstance(value, Seq) and value.keys is None:
+        return [leaf for i, v in enumerate(value.items)
+                for leaf in _scratch_leaves(v, f"{path}[{i}]")]
+    return [(path, value)]
+
+
+def _scratch_needs(launch: Launch, events, steps: int | None) -> list:
+    scratch = items(launch.scratch) or []
+    names = _scratch_params(launch.kernel_node, len(scratch))
+    kept = kept_scratch(events, launch, steps) if events is not None else {}
+    out = []
+    for i, top in enumerate(scratch):
+        for root, alloc in _scratch_leaves(top, f"scratch_shapes[{i}]"):
+            if getattr(alloc, "space", None) != Space.VMEM:
+                continue  # semaphores, SMEM: not in scoped VMEM
+            shape = getattr(alloc, "shape", None)
+            shape = tuple(shape) if known_shape(shape) else None
+            dtype = getattr(alloc, "dtype", None)
+            label = "scratch" + root[len("scratch_shapes"):] + (f" {names[i]}" if names else "")
+            if root in kept:
+                out.append(vmem.Need(label, "scratch", shape, dtype, 1, kept[root], kept=True))
+            elif names and root == f"scratch_shapes[{i}]" \
+                    and _written_first(launch.kernel_node, names[i]):
+                # Measured: a buffer filled and read back within each step is not kept.
+                out.append(vmem.Need(label, "scratch", shape, dtype, 0,
+                                     "written before read in each step: dropped"))
+            else:
+                out.append(vmem.Need(label, "scratch", shape, dtype, 1, "scratch"))
+    return out
 
 
 def _whole_inputs(launch: Launch) -> list:
@@ -439,8 +515,14 @@ def _whole_inputs(launch: Launch) -> list:
     when the call's arrays are (all of them)."""
     ops = launch.operands
     if ops and _keyword(launch.node, "grid_spec") is None and all(sd is not None and known_shape(sd.shape) and sd.dtype for sd in ops):
-        return [vmem.Need(f"input #{i}", "operand", tuple(sd.shape), sd.dtype, 1,
-                          "no in_specs: whole array, once") for i, sd in enumerate(ops)]
+        out = []
+        for i, sd in enumerate(ops):
+            moved, movable = _xla_layout(tuple(sd.shape), None, sd.dtype)
+            why = "no in_specs: whole array, once" + (
+                "; " + (MOVED_WHY if moved else MOVABLE_WHY) if moved or movable else "")
+            out.append(vmem.Need(f"input #{i}", "operand", tuple(sd.shape), sd.dtype, 1, why,
+                                 movable=movable, moved=moved))
+        return out
     return [vmem.Need("inputs", "operand", None, None, 1, "no in_specs: each whole, once")]
 
 
@@ -449,7 +531,7 @@ def vmem_rows(events) -> list[LaunchVmem]:
     launcher that give the same figures are shown once)."""
     out, seen = [], set()
     for launch in tpu_launches(events):
-        lv = launch_vmem(launch)
+        lv = launch_vmem(launch, events)
         if lv is None:
             continue
         key = (id(launch.node), lv.estimate, tuple(sorted(lv.limits.items())))
@@ -505,7 +587,9 @@ def markdown_table(lv: LaunchVmem) -> list[str]:
                            if g in lv.limits)
         origin = "vmem_limit_bytes" if lv.set_limit else "default scoped limits"
         over = lv.over()
-        lines.append(f"Total {at_least}{fmt_bytes(est.total)}; {origin}: {limits}"
+        total = f"{fmt_bytes(est.floor)} to {fmt_bytes(est.total)}" if est.ranged \
+            else f"{'≥ ' if lv.computes else at_least}{fmt_bytes(est.total)}"
+        lines.append(f"Total {total}; {origin}: {limits}"
                      + (f"; over on {', '.join(over)}" if over else "") + ".")
     else:
         lines.append(f"Total {at_least}{fmt_bytes(est.total)}; the limit "
@@ -513,4 +597,10 @@ def markdown_table(lv: LaunchVmem) -> list[str]:
     if not est.exact:
         lines.append("(≥: an input's dtype or shape, or a buffer count, is not known here; "
                      "`pallas-lsp run --compile` reports the compiler's figure.)")
+    if lv.computes:
+        lines.append(SPILL_NOTE)
     return lines
+
+
+SPILL_NOTE = ("(The kernel computes: the compiler may add VMEM for intermediates it spills, "
+              "which is not counted here.)")

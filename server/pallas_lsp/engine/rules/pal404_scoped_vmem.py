@@ -12,7 +12,7 @@ MESSAGE = ("Scoped allocation with size {size} and limit {limit} exceeded scoped
 
 def check(ctx: Context):
     for launch in tpu_launches(ctx.events):
-        lv = launch_vmem(launch)
+        lv = launch_vmem(launch, ctx.events)
         if lv is None or not lv.surely_over(DEFAULT_GENERATIONS):
             continue
         est = lv.estimate
