@@ -260,6 +260,7 @@ class DriverMixin:
             return False
         self.events.truncated.add(self.kernel_count + 1)
         self.events.standalone.add(self.kernel_count + 1)
+        self.events.standalone_defs[self.kernel_count + 1] = node
         refs = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)", space=Space.UNKNOWN)
                 for p in standalone.ref_params(node)}
         self.call_func(func, [], {**self._method_self(node), **refs},
