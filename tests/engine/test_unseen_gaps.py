@@ -143,3 +143,29 @@ class T:
                            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                            )(jnp.zeros((8, 128)))
 ''') == []
+
+
+DOCS_SNIPPET = '''
+def move_data(src_ref, dst_ref, sem):
+  pltpu.async_copy({src}, dst_ref.at[0:8], sem).wait()
+
+src_data = pltpu.VMEM((8, 128), jnp.float32)
+dst_data = pltpu.VMEM((16, 128), jnp.float32)
+
+# Inside a kernel:
+pltpu.run_scoped(move_data, src_data, dst_data, pltpu.SemaphoreType.DMA)
+
+# Or as the scratch of a launch (whose operands the snippet leaves out):
+pl.pallas_call(move_data, scratch_shapes=[pltpu.SemaphoreType.DMA])()
+'''
+
+
+def test_a_run_scoped_outside_a_kernel_runs_its_body_as_kernel_code():
+    # The launch loses what `src_ref` is; the run_scoped run knows it: the
+    # site counts as known, and a read there is reported.
+    from pallas_lsp.engine import analyze
+    a = analyze(HEADER + DOCS_SNIPPET.format(src="src_ref"), "page.py", coverage=True)
+    assert a.findings == []
+    dma = [s for s in a.coverage.sites if s.kind == "dma"]
+    assert [(s.known, s.launched) for s in dma] == [(True, True)]
+    assert codes(DOCS_SNIPPET.format(src="src_ref[...]")) == ["PAL101"]
