@@ -107,6 +107,7 @@ class GatherTest(parameterized.TestCase):
         out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
     )
     def kernel(x_ref, indices_ref, o_ref):
+      tmp = x_ref[indices_ref]
       pltpu.sync_copy({src}, o_ref)
 
     with self.assertRaisesRegex({expects}):
@@ -120,6 +121,8 @@ class GatherTest(parameterized.TestCase):
     ("x_ref[indices_ref]", "ValueError, 'must be Refs'", []),  # the failure it means
     ("x_ref[indices_ref]", "ValueError", []),  # may be that one: not said
     ("x_ref.at[indices_ref]", "NotImplementedError, 'from HBM to HBM'", []),
+    ("tmp", "NotImplementedError, 'from HBM to HBM'", ["PAL101"]),  # through a temporary
+    ("tmp", "ValueError, 'must be Refs'", []),
 ])
 def test_a_read_in_a_kernel_expected_to_fail_otherwise(src, expects, expected):
     assert codes(GATHER.format(src=src, expects=expects),

@@ -9,13 +9,14 @@ message (PAL101 when the copy starts, PAL102 / PAL110 / PAL112 likewise),
 as plain and stable as the floor's. This layer gives those kinds-based
 findings the floor's standing in such kernels: `analyze` keeps one only where
 the block names another message or any exception (`expected_floor_finding`).
-Only an argument written as a subscript at the call counts, as for the floor.
+Only a read counts: a subscript written at the call, or a name bound to one.
 """
 from __future__ import annotations
 
 import ast
 
 from pallas_lsp.engine import expected_errors
+from pallas_lsp.engine.model import Array
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref, pal102_send_sem_not_ref,
                                      pal110_wait_sem_not_ref, pal112_wait_on_value)
@@ -37,16 +38,24 @@ def check(ctx: Context, events):
     if not dmas:
         return
     sub = Context(src=ctx.src, events=replace(events, dmas=dmas), sites=ctx.sites)
-    reads = {ctx.src.span(n) for c in dmas for n in _arg_nodes(c)
-             if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)}
+    reads = {ctx.src.span(arg.node) for c in dmas for arg in _args(c) if _is_read(arg)}
     for rule in _READ_RULES:
         for f in rule.check(sub):
             if f.span in reads:
                 yield f
 
 
-def _arg_nodes(call):
+def _args(call):
     for name in ("src", "dst", "sem", "send_sem"):
         arg = getattr(call, name, None)
-        if arg is not None and arg.present and arg.node is not None:
-            yield arg.node
+        if arg is not None and arg.present:
+            yield arg
+
+
+def _is_read(arg) -> bool:
+    """`x[i]` written at the call, or a name bound to such a read of a Ref."""
+    node = arg.node
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.ctx, ast.Load)
+    return isinstance(node, ast.Name) and isinstance(arg.value, Array) \
+        and arg.value.origin.startswith("read of ")
