@@ -195,3 +195,35 @@ def test_a_pipeline_block_in_any_has_no_memory_space():
     # loads are not judged (PAL204 was a message jax 0.10.2 never gives here).
     assert codes(PIPELINE_BLOCKS.format(space="pl.ANY")) == []
     assert codes(PIPELINE_BLOCKS.format(space="pltpu.VMEM")) == []
+
+
+def test_a_test_case_that_passes_a_builtin_type_picks_its_branch():
+    # `product(structure=[tuple, dict])` and `if structure is dict:` build the
+    # scratch as a dict of keyword entries or as a tuple: each case binds it.
+    from pallas_lsp.engine import analyze
+    body = '''
+class T(parameterized.TestCase):
+
+  @parameterized.product(structure=[tuple, dict])
+  def test_sub(self, structure):
+    x = jnp.arange(128, dtype=jnp.int32)
+
+    def body(x_hbm_ref, out_hbm_ref, scratch_ref, nested):
+      pltpu.sync_copy(x_hbm_ref, scratch_ref)
+      pltpu.sync_copy(x_hbm_ref, nested["buf"])
+      pltpu.sync_copy(scratch_ref, out_hbm_ref)
+
+    if structure is dict:
+      scratch = dict(scratch_ref=pltpu.VMEM(x.shape, x.dtype),
+                     nested=dict(buf=pltpu.VMEM(x.shape, x.dtype)))
+    else:
+      scratch = (pltpu.VMEM(x.shape, x.dtype), dict(buf=pltpu.VMEM(x.shape, x.dtype)))
+    pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                   in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                   out_specs=pl.BlockSpec(memory_space=pl.ANY), scratch_shapes=scratch)(x)
+'''
+    header = HEADER + "from absl.testing import parameterized\n"
+    a = analyze(header + body, "t.py", coverage=True)
+    assert a.findings == []
+    assert [s.known for s in a.coverage.sites if s.kind == "dma"] == [True, True, True]
+    assert codes(body.replace('nested["buf"]', 'nested["buf"][...]'), header) == ["PAL101"]
