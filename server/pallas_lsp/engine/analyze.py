@@ -11,7 +11,7 @@ from pallas_lsp.engine.model import (Analysis, ApiCall, Array, CallArg, Descript
                                      LaunchSite, Ref, Related, Seq, Span)
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import OperandDecl, join
-from pallas_lsp.engine.rules import FLOOR, RULES
+from pallas_lsp.engine.rules import FLOOR, RULES, expected_reads, syntax_floor
 from pallas_lsp.engine.rules._base import Context
 from pallas_lsp.engine.source import MAX_BYTES, Source, parse, parses
 
@@ -133,11 +133,13 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
                 mirror = _mirror(f, site, fpath)
                 if _keep(mirror, src, tables[""], seen):
                     findings.append(mirror)
-    for floor in FLOOR:
-        for f in floor.check(ctx, interp):
-            if f.span not in engine_spans and not expected_errors.expected_floor_finding(
-                    f.span.line, f.message, expected_defs) and _keep(f, src, tables[""], seen):
-                findings.append(f)
+    floor_findings = [f for floor in FLOOR for f in floor.check(ctx, interp)]
+    if expected_defs and syntax_floor.enabled():
+        floor_findings += expected_reads.check(ctx, events)
+    for f in floor_findings:
+        if f.span not in engine_spans and not expected_errors.expected_floor_finding(
+                f.span.line, f.message, expected_defs) and _keep(f, src, tables[""], seen):
+            findings.append(f)
     findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
     for items in foreign.values():
         items.sort(key=lambda f: (f.span.line, f.span.col, f.code))

@@ -80,20 +80,30 @@ _NO_LAUNCH = ("no kernel launch reaches it; checked as kernel code, its paramete
               "by their use (their shapes and memory spaces unknown)")
 
 
-def _event_status(events: Events) -> dict[int, tuple[bool, list[str], object, bool, dict]]:
+def _event_status(events: Events, launched_only: bool = False
+                  ) -> dict[int, tuple[bool, list[str], object, bool, dict]]:
     """id(call node) -> (known in some analysis of it, unknown roles, node,
     reached by a launch: not only as kernel code run without one, the
-    argument node of each unknown role)."""
+    argument node of each unknown role). With `launched_only`, only the runs
+    a launch reached count."""
     out: dict[int, tuple[bool, list[str], object, bool, dict]] = {}
 
     def note(node, unknown: list[str], kid: int, arg_nodes: dict):
         if not kid:
             return  # run on its own with unknown arguments: no kernel reaches it here
+        launched = kid not in events.standalone
+        if launched_only and not launched:
+            return
         prev = out.get(id(node))
-        known, launched = not unknown, kid not in events.standalone
-        # The best run says what is known: launched first, then fewest unknowns.
-        if prev is None or (launched, known, -len(unknown)) > (prev[3], prev[0], -len(prev[1])):
-            out[id(node)] = (known, unknown, node, launched, arg_nodes)
+        known = not unknown
+        # The best run says what is known: the one that knew most, a launched
+        # one first among equals (kernel code run as such, its Refs from a
+        # run_scoped, may know what a launch lost). Reached by a launch: any run.
+        if prev is None or (known, launched, -len(unknown)) > (prev[0], prev[3], -len(prev[1])):
+            out[id(node)] = (known, unknown, node, launched or (prev is not None and prev[3]),
+                             arg_nodes)
+        elif launched and not prev[3]:
+            out[id(node)] = prev[:3] + (True,) + prev[4:]
 
     for call in events.dmas:
         roles = [r for r in _ROLES if getattr(call, r, None) is not None]
@@ -202,7 +212,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
                 cov.launches.append(LaunchSite(api.tail(name), "", src.span(node).line, False,
                                                interp.file_backend,
                                                _why_unreached(node, funcs, interp)))
-    for known, unknown, node, launched, _ in status.values():
+    for known, unknown, node, launched, _ in _event_status(events, launched_only=True).values():
         other = getattr(node, "_pl_src", None)
         if other is None or other is src or not other.path or not launched:
             continue

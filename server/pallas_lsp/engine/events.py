@@ -190,6 +190,8 @@ class Events:
     truncated: set = field(default_factory=set)
     # Kernels that are kernel code run without a launch (standalone.py).
     standalone: set = field(default_factory=set)
+    # kernel id -> the def each of those ran (a launch may reach it later).
+    standalone_defs: dict = field(default_factory=dict)
     kernel_ops: list[KernelOp] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
     # (kernel_id, root) of Refs handed to code the engine cannot follow.

@@ -169,12 +169,15 @@ def _own(fn: ast.AST):
 
 
 def expected_kernels(events: Events) -> set[int]:
-    """Kernel ids launched only inside expected-error blocks."""
+    """Kernel ids launched only inside expected-error blocks, and the runs of
+    their defs as kernel code before the launch was seen (standalone.py)."""
     inside = {la.kernel_id for la in events.launches if la.expects_error and la.kernel_id}
     if not inside:
         return inside
     outside = {la.kernel_id for la in events.launches if not la.expects_error}
-    return inside - outside
+    defs = {id(node) for node, _ in expected_defs(events)}
+    return (inside - outside) | {kid for kid, node in events.standalone_defs.items()
+                                 if id(node) in defs}
 
 
 def expected_defs(events: Events) -> list[tuple[ast.AST, str]]:

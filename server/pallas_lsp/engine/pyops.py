@@ -197,6 +197,20 @@ def pattern_names(pattern: ast.pattern) -> list[str]:
         [n.rest for n in syntax.walk(pattern) if isinstance(n, ast.MatchMapping) and n.rest]
 
 
+# Builtin types a test may pass as a parameter (`product(structure=[tuple, dict])`)
+# and compare by identity (`if structure is dict:`).
+BUILTIN_TYPES = {"tuple": tuple, "dict": dict, "list": list, "set": set, "frozenset": frozenset,
+                 "int": int, "float": float, "str": str, "bool": bool, "bytes": bytes}
+
+
+def builtin_type(node: ast.AST, bound) -> type | None:
+    """The builtin type a bare name means, when nothing of the user's binds
+    that name (`bound(name)`: a binding of it, or None)."""
+    if isinstance(node, ast.Name) and node.id in BUILTIN_TYPES and bound(node.id) is None:
+        return BUILTIN_TYPES[node.id]
+    return None
+
+
 def is_none(v: Value) -> bool | None:
     if isinstance(v, Const):
         return v.value is None

@@ -24,7 +24,7 @@ from pallas_lsp.engine import syntax
 from pallas_lsp.engine.relevance import any_between
 from pallas_lsp.engine.variants import LAUNCH_NAMES
 
-_LAUNCHES = LAUNCH_NAMES | {"emit_pipeline", "run_scoped"}
+_LAUNCHES = LAUNCH_NAMES | {"emit_pipeline"}
 # Positions of the Ref arguments of each kernel-only call.
 _REF_POSITIONS = {"make_async_copy": (0, 1, 2), "async_copy": (0, 1, 2), "sync_copy": (0, 1),
                   "make_async_remote_copy": (0, 1, 2, 3), "async_remote_copy": (0, 1, 2, 3),

@@ -258,7 +258,19 @@ def _kernel_identity(kernel: Value, module_scope=None):
         return (id(kernel.node), consts)
     funcs = tuple(sorted((name, id(v.node)) for name, v in getattr(scope, "vars", {}).items()
                          if isinstance(v, Func)))
-    return (id(kernel.node), consts, funcs)
+    return (id(kernel.node), consts, funcs, _closed_refs(scope, module_scope))
+
+
+def _closed_refs(scope, module_scope) -> tuple:
+    """The names of the closure (enclosing function scopes) holding Refs: a
+    launcher first run with unknown arguments, then called with Refs
+    (`run_state(body)`, whose body hands its Refs to the launcher), gives its
+    kernel a closure the first run did not know; that run is another kernel."""
+    out = []
+    while scope is not None and scope is not module_scope:
+        out.extend(name for name, v in getattr(scope, "vars", {}).items() if isinstance(v, Ref))
+        scope = getattr(scope, "parent", None)
+    return tuple(sorted(out))
 
 
 def _const_key(v: Value, depth: int = 0):

@@ -86,6 +86,11 @@ def _block_ref(s: Value, origin: str) -> Value:
     ref = operand_ref(s, None, origin)
     if s.space is None:
         ref = Ref(origin=ref.origin, space=Space.VMEM, shape=s.block_shape, decl=ref.decl)
+    elif s.space is Space.ANY:
+        # jax 0.10.2 refuses an ANY block ("Unsupported buffer memory space");
+        # later versions hand the body the source window itself, wherever it
+        # lives. Which one the user runs is not known here: no memory space.
+        ref = Ref(origin=ref.origin, space=Space.UNKNOWN, shape=s.block_shape, decl=ref.decl)
     return ref
 
 

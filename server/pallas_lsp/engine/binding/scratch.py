@@ -87,6 +87,13 @@ def run_scoped(host: LaunchHost, body: Value, types: list[Arg], kw_types: dict[s
             origins[p] = f"pl.run_scoped allocation #{i + 1}"
     for k in kw_refs:
         origins[k] = f"pl.run_scoped allocation `{k}`"
+    if not frame.kernel:
+        # run_scoped only runs inside a kernel, here one whose launch is not
+        # seen (a docs snippet "inside a kernel:", a body traced by a test):
+        # its body is kernel code, with no claims about the kernel around it.
+        host.events.truncated.add(host.kernel_count + 1)
+        host.events.standalone.add(host.kernel_count + 1)
+        return host.call_func(body, refs, kw_refs, frame, param_origin=origins, kernel=True)
     return host.call_func(body, refs, kw_refs, frame, param_origin=origins)
 
 

@@ -18,7 +18,7 @@ from pallas_lsp.engine.binding.pallas_call import run_kernel
 from pallas_lsp.engine.binding.pipeline import run_pipeline
 from pallas_lsp.engine.frames import (MAX_DEPTH, MAX_STEPS, MAX_VARIANT_RUNS, Budget, Frame, Scope,
                                      scopes_made)
-from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space
+from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.values import Choice, Instance
 
 
@@ -150,12 +150,18 @@ class DriverMixin:
                 continue
             for n, (label, case) in enumerate(variants.parametrize_cases(node), start=1):
                 fixed = {**self._method_self(node),
-                         **{k: self.eval(v, frame) for k, v in case.items()}}
+                         **{k: self._case_value(v, frame) for k, v in case.items()}}
                 self.variant, self.variant_label = (id(node), "case", n), label
                 self._drive(Func(node=node, scope=self.module_scope), fixed, frame)
                 self._flush_pending()
                 self._run_escaped(frame)
         self.variant, self.variant_label = 0, ""
+
+    def _case_value(self, node: ast.AST, frame: Frame) -> Value:
+        """A test case's literal value; a builtin type (`tuple`, `dict`) is kept
+        as itself, so the test's `if structure is dict:` picks its branch."""
+        t = pyops.builtin_type(node, lambda n: self.binding_of(n, frame))
+        return Const(value=t) if t is not None else self.eval(node, frame)
 
     def same_kernel_run(self, kernel: Func, args: list, kwargs: dict, backend_name: str,
                         frame: Frame) -> int | None:
@@ -260,6 +266,7 @@ class DriverMixin:
             return False
         self.events.truncated.add(self.kernel_count + 1)
         self.events.standalone.add(self.kernel_count + 1)
+        self.events.standalone_defs[self.kernel_count + 1] = node
         refs = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)", space=Space.UNKNOWN)
                 for p in standalone.ref_params(node)}
         self.call_func(func, [], {**self._method_self(node), **refs},

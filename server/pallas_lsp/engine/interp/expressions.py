@@ -55,6 +55,13 @@ class ExpressionsMixin:
             self.record_name(node, value, frame)
         return value
 
+    def binding_of(self, name: str, frame: Frame):
+        """What the user's code binds `name` to in this frame or its module (None: nothing)."""
+        value = frame.scope.lookup(name)
+        if value is None:
+            value = (frame.scope.module or self.root).scope.vars.get(name)
+        return value
+
     def expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
         return self.attribute(self.eval(node.value, frame), node.attr, node, frame)
 
@@ -313,6 +320,13 @@ class ExpressionsMixin:
                 return Const(value=known if isinstance(node.ops[0], ast.Is) else not known)
         if len(node.ops) == 1 and all(isinstance(v, Const) for v in vals):
             return pyops.const_compare(vals[0].value, vals[1].value, node.ops[0])
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(vals[0], Const) and type(vals[0].value) is type:
+            # `structure is dict`, `structure` a builtin type a test case passed
+            t = pyops.builtin_type(node.comparators[0], lambda n: self.binding_of(n, frame))
+            if t is not None:
+                same = vals[0].value is t
+                return Const(value=same if isinstance(node.ops[0], ast.Is) else not same)
         if len(node.ops) == 1:
             decided = arrays.compare_dtypes(vals[0], vals[1], node.ops[0])
             if decided is not None:
