@@ -424,7 +424,7 @@ def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage
                  cache=None, analyse: bool = True):
     """(path, real path, analysis, problem, document) of one file; with
     `analyse` False, None unless the cache has it (or it cannot be read)."""
-    real = os.path.realpath(path)
+    real = project.realpath(str(path))
     text = sources.get(real)
     kind = document_kind(str(path))
     if text is None:
