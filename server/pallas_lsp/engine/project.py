@@ -98,6 +98,7 @@ class Project:
         # command line only, whose texts do not change (relevance.reaches_no_pallas).
         self.pallas_free: dict[str, bool] = {}
         self._importers: dict[str, set[str]] | None = None
+        self.evictions = 0  # times the parsed sources were let go (check/collector.py)
 
     # ------------------------------------------------------------ sources
 
@@ -129,6 +130,7 @@ class Project:
         with self._lock:
             if len(self._sources) >= _SOURCE_CACHE_LIMIT:
                 self._sources.clear()
+                self.evictions += 1
             self._sources[path] = (text, src)
         return src
 
