@@ -359,3 +359,24 @@ def test_command_line_parses_each_text_once_with_the_same_results(tmp_path, monk
     again, problems_again, parsed_again = run()
     assert parsed_again.count(impl) == 2
     assert again == shared and problems_again == problems
+
+
+def test_command_line_reads_a_parsed_module_once(tmp_path, monkeypatch):
+    """With `fixed_texts` (the command line: the files do not change during a
+    run) a module parsed for one importer is not read again for the next;
+    the editor's project reads the disk each time (its files do change)."""
+    import pallas_lsp.engine.project as project_mod
+
+    path = str(tmp_path / "helpers.py")
+    Path(path).write_text(HELPERS)
+    reads: list[str] = []
+    real_read = project_mod._read_disk
+    monkeypatch.setattr(project_mod, "_read_disk", lambda p: reads.append(p) or real_read(p))
+    cli = Project([str(tmp_path)])
+    cli.fixed_texts = True
+    first = cli.source(path)
+    assert cli.source(path) is first and cli.text(path) == first.text and len(reads) == 1
+    editor = Project([str(tmp_path)])
+    editor.source(path)
+    Path(path).write_text(HELPERS + "\nX = 1\n")
+    assert editor.source(path).text.endswith("X = 1\n") and len(reads) == 3

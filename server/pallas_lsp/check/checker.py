@@ -323,6 +323,7 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         project = TrackedProject([str(root)], overlay=overlay)
     else:
         project = Project([str(root)], overlay=overlay)
+    project.fixed_texts = True
     with Collector(project) as after:  # (collector.py: the garbage collector between files)
         analysed = _analyse(files, root, project, options, cache, after)
         checked: dict[str, Checked] = {}
@@ -481,6 +482,7 @@ def _worker_start(root: str, sources: dict[str, str], coverage: bool, cache=None
         project = TrackedProject([root], overlay=overlay)
     else:
         project = Project([root], overlay=overlay)
+    project.fixed_texts = True
     # The collector stays off in the worker (its process ends with the check).
     after = Collector(project).__enter__()
     _worker.update(project=project, sources=sources, coverage=coverage, cache=cache, after=after)
