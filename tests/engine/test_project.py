@@ -287,3 +287,96 @@ def test_lambda_of_another_file_handed_to_jit_is_not_an_engine_error(tmp_path):
     a = _analyse(tmp_path, "main.py")
     assert a.internal_error is None
     assert a.findings == []
+
+
+# A module with a floor finding (`bad`) and one in a branch the engine knows
+# is never traced (`_Dead`: not reported).
+DEAD = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+USE_SLICE = False
+
+
+def dead_branch(x_hbm, o_hbm, sem):
+    if USE_SLICE:
+        pltpu.make_async_copy(x_hbm[...], o_hbm, sem).start()
+    c = pltpu.make_async_copy(x_hbm, o_hbm, sem)
+    c.start()
+    c.wait()
+
+
+pl.pallas_call(dead_branch, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+               in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+               out_specs=pl.BlockSpec(memory_space=pl.ANY),
+               scratch_shapes=[pltpu.SemaphoreType.DMA(())])
+'''
+
+
+def test_command_line_parses_each_text_once_with_the_same_results(tmp_path, monkeypatch):
+    """A checked file that an earlier analysis read as an import is analysed
+    on that parse (Project.shared_source); the findings are those of a run
+    that parses it again, and the parse goes back to being the import's."""
+    import importlib
+
+    import pallas_lsp.engine.project as project_mod
+    from pallas_lsp.engine.source import parse
+
+    _write(tmp_path, {"pyproject.toml": "",
+                      "a_main.py": "from pkg.dead import USE_SLICE\nFLAG = not USE_SLICE\n"
+                      + MAIN.format(imp="pkg.impl"), "pkg/dead.py": DEAD,
+                      "b_also.py": "# another importer\n" + MAIN.format(imp="pkg.impl"),
+                      "pkg/__init__.py": "",
+                      "pkg/impl.py": HELPERS,  # checked after two files imported it
+                      "zz/late.py": "# imports it after it was checked\n" + MAIN.format(imp="pkg.impl")})
+    texts: list[str] = []
+
+    def counted(text):
+        texts.append(text)
+        return parse(text)
+
+    def run():
+        texts.clear()
+        checked, problems = check_project([tmp_path])
+        return ({str(c.path): sorted((f.code, f.span, f.message) for f in c.findings)
+                 for c in checked}, problems, list(texts))
+
+    monkeypatch.setattr(project_mod, "parse", counted)
+    shared, problems, parsed = run()
+    impl = (tmp_path / "pkg" / "impl.py").read_text()
+    assert parsed.count(impl) == 1 and len(parsed) == len(set(parsed))
+    assert problems == []
+    assert len(shared[str(tmp_path / "pkg" / "impl.py")]) == 5
+    assert len(shared[str(tmp_path / "zz" / "late.py")]) == 5  # at its calls: the helper's path is back
+    dead = (tmp_path / "pkg" / "dead.py").read_text()
+    assert parsed.count(dead) == 1 and shared[str(tmp_path / "pkg" / "dead.py")] == []
+    # The same check, each checked file parsed again for its own analysis:
+    monkeypatch.setattr(project_mod.Project, "shared_source", None)
+    analyze_mod = importlib.import_module("pallas_lsp.engine.analyze")  # (the package's
+    monkeypatch.setattr(analyze_mod, "parse", counted)                   # `analyze` is the function)
+    again, problems_again, parsed_again = run()
+    assert parsed_again.count(impl) == 2
+    assert again == shared and problems_again == problems
+
+
+def test_command_line_reads_a_parsed_module_once(tmp_path, monkeypatch):
+    """With `fixed_texts` (the command line: the files do not change during a
+    run) a module parsed for one importer is not read again for the next;
+    the editor's project reads the disk each time (its files do change)."""
+    import pallas_lsp.engine.project as project_mod
+
+    path = str(tmp_path / "helpers.py")
+    Path(path).write_text(HELPERS)
+    reads: list[str] = []
+    real_read = project_mod._read_disk
+    monkeypatch.setattr(project_mod, "_read_disk", lambda p: reads.append(p) or real_read(p))
+    cli = Project([str(tmp_path)])
+    cli.fixed_texts = True
+    first = cli.source(path)
+    assert cli.source(path) is first and cli.text(path) == first.text and len(reads) == 1
+    editor = Project([str(tmp_path)])
+    editor.source(path)
+    Path(path).write_text(HELPERS + "\nX = 1\n")
+    assert editor.source(path).text.endswith("X = 1\n") and len(reads) == 3

@@ -8,6 +8,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pallas_lsp.check.collector import Collector
 from pallas_lsp.check.config import ProjectConfig, find_pyproject, load_project_config
 from pallas_lsp.engine.cells import NOTEBOOK, DocumentError, Program, document_kind, to_program
 from pallas_lsp.engine.model import Analysis, Finding
@@ -322,26 +323,28 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
         project = TrackedProject([str(root)], overlay=overlay)
     else:
         project = Project([str(root)], overlay=overlay)
-    analysed = _analyse(files, root, project, options, cache)
-    checked: dict[str, Checked] = {}
-    foreign: dict[str, list[Finding]] = {}
-    reach: dict[str, dict] = {}  # coverage of a file's sites seen from other files
-    for path, real, analysis, problem, document in analysed:
-        if problem is not None:
-            problems.append(problem)
-            continue
-        if document is not None:
-            _note_document_problems(path, analysis, document, problems, options.notes)
-        else:
-            _note_problems(path, analysis, problems, sources.get(real))
-        checked[real] = Checked(path, analysis, list(analysis.findings), configs.for_file(path),
-                                document)
-        for other, found in analysis.foreign.items():
-            foreign.setdefault(other, []).extend(found)
-        _note_reach(reach, analysis)
-    if kind != "installed":
-        _analyse_outside_callers(project, root, kind == "project", checked, foreign, reach,
-                                 coverage, cache)
+    project.fixed_texts = True
+    with Collector(project) as after:  # (collector.py: the garbage collector between files)
+        analysed = _analyse(files, root, project, options, cache, after)
+        checked: dict[str, Checked] = {}
+        foreign: dict[str, list[Finding]] = {}
+        reach: dict[str, dict] = {}  # coverage of a file's sites seen from other files
+        for path, real, analysis, problem, document in analysed:
+            if problem is not None:
+                problems.append(problem)
+                continue
+            if document is not None:
+                _note_document_problems(path, analysis, document, problems, options.notes)
+            else:
+                _note_problems(path, analysis, problems, sources.get(real))
+            checked[real] = Checked(path, analysis, list(analysis.findings),
+                                    configs.for_file(path), document)
+            for other, found in analysis.foreign.items():
+                foreign.setdefault(other, []).extend(found)
+            _note_reach(reach, analysis)
+        if kind != "installed":
+            _analyse_outside_callers(project, root, kind == "project", checked, foreign, reach,
+                                     coverage, cache, after)
     if cache is not None:
         options.notes.append(f"{cache.hits} analyses reused from the cache ({cache.folder})")
         if cache.warning and cache.warning not in options.warnings:  # --fix checks again
@@ -364,8 +367,8 @@ def check_project(paths: list[Path], *, select=None, ignore=None, use_config: bo
 # ---------------------------------------------------------------- analysis
 
 
-def _analyse(files: list[Path], root: Path, project: Project, options: Options, cache=None
-             ) -> list[tuple[Path, str, Analysis | None, Problem | None]]:
+def _analyse(files: list[Path], root: Path, project: Project, options: Options, cache=None,
+             after=None) -> list[tuple[Path, str, Analysis | None, Problem | None]]:
     """Each file's analysis, in the order of `files`: from the cache, else
     in this process for small inputs, else split over processes (each with
     its own Project; the findings they report in other files come back in
@@ -390,6 +393,8 @@ def _analyse(files: list[Path], root: Path, project: Project, options: Options, 
     options.notes.append(f"analysed {len(missed)} files in this process")
     for i in todo:
         out[i] = _analyse_one(files[i], project, options.sources, options.coverage, cache)
+        if after is not None:
+            after(out[i][2])
     return out
 
 
@@ -424,7 +429,7 @@ def _analyse_one(path: Path, project: Project, sources: dict[str, str], coverage
                  cache=None, analyse: bool = True):
     """(path, real path, analysis, problem, document) of one file; with
     `analyse` False, None unless the cache has it (or it cannot be read)."""
-    real = os.path.realpath(path)
+    real = project.realpath(str(path))
     text = sources.get(real)
     kind = document_kind(str(path))
     if text is None:
@@ -477,7 +482,10 @@ def _worker_start(root: str, sources: dict[str, str], coverage: bool, cache=None
         project = TrackedProject([root], overlay=overlay)
     else:
         project = Project([root], overlay=overlay)
-    _worker.update(project=project, sources=sources, coverage=coverage, cache=cache)
+    project.fixed_texts = True
+    # The collector stays off in the worker (its process ends with the check).
+    after = Collector(project).__enter__()
+    _worker.update(project=project, sources=sources, coverage=coverage, cache=cache, after=after)
 
 
 def _worker_run(item: tuple[int, str]):
@@ -485,6 +493,7 @@ def _worker_run(item: tuple[int, str]):
     path, real, analysis, problem, document = _analyse_one(
         Path(path), _worker["project"], _worker["sources"], _worker["coverage"],
         _worker["cache"])
+    _worker["after"](analysis)
     if analysis is not None:  # only what the parent reads travels back
         analysis = Analysis(path=analysis.path, findings=analysis.findings,
                             foreign=analysis.foreign, coverage=analysis.coverage,
@@ -549,7 +558,7 @@ def _apply_reach(cov, seen: dict) -> None:
 def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
                              checked: dict[str, Checked],
                              foreign: dict[str, list[Finding]], reach: dict,
-                             coverage: bool, cache=None) -> None:
+                             coverage: bool, cache=None, after=None) -> None:
     """Files outside the checked set that import a checked file: analyse
     them too (their findings are not reported, only what they reach in the
     checked files)."""
@@ -571,6 +580,8 @@ def _analyse_outside_callers(project: Project, root: Path, is_project: bool,
         hit = cache.get(caller, text, project) if cache is not None else None
         analysis = hit[0] if hit is not None else \
             _analyse_text(text, caller, project, coverage, cache)
+        if after is not None:
+            after(analysis)
         for other, found in analysis.foreign.items():
             if other in checked:
                 foreign.setdefault(other, []).extend(found)

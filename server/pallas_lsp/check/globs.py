@@ -116,8 +116,8 @@ class PatternSet:
         """`path` relative to the base, with forward slashes; None outside it.
         The base is a resolved path (where the pyproject.toml was found), so a
         path typed through a symbolic link is resolved before giving up."""
-        for form in (os.path.abspath(path), os.path.realpath(path)):
-            rel = os.path.relpath(form, self.base)
+        for form in (os.path.abspath(path), None):  # the real path only when needed
+            rel = os.path.relpath(os.path.realpath(path) if form is None else form, self.base)
             if not (rel in (".", "..") or rel.startswith(".." + os.sep) or os.path.isabs(rel)):
                 return rel.replace(os.sep, "/")
         return None

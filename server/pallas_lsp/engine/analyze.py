@@ -80,8 +80,21 @@ def _analyze(source: str, path: str | None, project, parse_missing: bool,
     # either (no kernel names to hover, no launches): whether it parses says all.
     if not coverage and relevance.inert_file(source, LIBRARY_ROOTS) and parses(source):
         return Analysis(path=path)
+    # The command line parses each text once: a file read earlier as another
+    # file's import is analysed on that parse, and its own parse is kept for
+    # the files that import it later (Project.shared_source).
+    shared = getattr(project, "shared_source", None) if findings_only and path else None
+    if shared is not None:
+        with shared(path, source) as src:
+            return _analyze_source(src, source, path, project, parse_missing, coverage,
+                                   findings_only)
     # The editor's path (parse_missing=False) parses again only what an edit touched.
     src = reparse.parse_version(source, path) if path and not parse_missing else parse(source)
+    return _analyze_source(src, source, path, project, parse_missing, coverage, findings_only)
+
+
+def _analyze_source(src: Source, source: str, path: str | None, project, parse_missing: bool,
+                    coverage: bool, findings_only: bool) -> Analysis:
     if findings_only and not coverage and backend.gpu_only(src.tree, src.text, LIBRARY_ROOTS):
         return Analysis(path=path, syntax_error=src.syntax_error)
     # The command line: a file that names nothing Pallas and whose imports of

@@ -61,8 +61,9 @@ class Row:
 def display_path(path: str | os.PathLike) -> str:
     """Relative to the current folder when under it, else absolute."""
     cwd = os.getcwd()
-    for form in (os.path.abspath(path), os.path.realpath(path)):
-        rel = os.path.relpath(form, cwd)
+    # (the real path only when needed: a realpath is a stat per folder)
+    for form in (os.path.abspath(path), None):
+        rel = os.path.relpath(os.path.realpath(path) if form is None else form, cwd)
         if not rel.startswith(".." + os.sep) and rel != "..":
             return rel
     return os.path.abspath(path)
@@ -81,7 +82,7 @@ def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Ro
         absolute = os.path.abspath(item.path)
         shown = display_path(item.path)
         cfg = item.config
-        here = os.path.realpath(item.path)
+        here = os.path.realpath(item.path) if documents else None
         found = []
         for f in item.findings:
             level = (cfg.level(f.code) if cfg is not None else None) or f.severity.value
@@ -89,7 +90,8 @@ def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Ro
             for r in f.related:
                 rpath = os.path.abspath(r.path) if r.path else absolute
                 rshown = display_path(r.path) if r.path else shown
-                doc = documents.get(os.path.realpath(r.path) if r.path else here)
+                doc = documents.get(os.path.realpath(r.path) if r.path else here) \
+                    if documents else None
                 related.append((span_loc(rpath, rshown, r.span, doc), r.message))
             fix = chosen_fix(f, True)
             loc = span_loc(absolute, shown, f.span, item.document)

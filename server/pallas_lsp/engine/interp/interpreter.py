@@ -50,7 +50,9 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self.root = Module(path or "", src)
         self.modules: dict[str, Module] = {}
         if path:
-            self.modules[real_path(path)] = self.root
+            # (the project remembers real paths: a realpath is a stat per folder)
+            self.modules[project.realpath(path) if project is not None else real_path(path)] = \
+                self.root
         self.missing: set[str] = set()  # files wanted but not parsed (parse_missing=False)
         self.sites: dict[int, ast.AST] = {}  # id(node in another file) -> call here
         self.file_backend = backend.of_file(src.tree)

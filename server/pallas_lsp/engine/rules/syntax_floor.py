@@ -671,7 +671,8 @@ class _Dead:
             self.reached.update(id(op.node) for op in call.ops)
         # No DMA call of the file reached: the engine may not know these APIs
         # under the names this file uses; then an unreached call is not dead.
-        self.ok = self.ok and any(getattr(n, "_pl_src", None) is None
+        own = interp.src  # (the command line's parse may be tagged as the file's own)
+        self.ok = self.ok and any(getattr(n, "_pl_src", own) is own
                                   for n in (c.node for c in events.dmas))
 
     def __call__(self, node, scope) -> bool:
