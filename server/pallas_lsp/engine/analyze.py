@@ -111,6 +111,10 @@ def _analyze_source(src: Source, source: str, path: str | None, project, parse_m
     # Kernels a test launches to see them fail are not judged (expected_errors.py).
     expected_errors.mark_called_inside(src.tree, src.text, interp.events.launches)
     ctx = Context(src=src, events=expected_errors.without_expected(events), sites=interp.sites)
+    # A kernel launched only under a run-time-only block: trace-time rules judge it.
+    trace_ctx = Context(src=src, events=expected_errors.without_expected(events, trace=True),
+                        sites=interp.sites) \
+        if expected_errors.runtime_only(events) else ctx
     expected_defs = expected_errors.expected_defs(interp.events)
     tables: dict[str, dict] = {"": noqa.noqa_lines(src.text)}
     seen: set[tuple] = set()
@@ -118,7 +122,8 @@ def _analyze_source(src: Source, source: str, path: str | None, project, parse_m
     foreign: dict[str, list[Finding]] = {}
     engine_spans: set = set()  # where the rules reported in this file (the floor defers)
     for rule in RULES:
-        for f in rule.check(ctx):
+        rule_ctx = trace_ctx if rule.CODE in expected_errors.TRACE_CODES else ctx
+        for f in rule.check(rule_ctx):
             f = _with_related_paths(f)
             fpath = f.span.path if f.span.path and f.span.path != src.path else ""
             if not fpath:
@@ -132,7 +137,7 @@ def _analyze_source(src: Source, source: str, path: str | None, project, parse_m
             table = tables.get(fpath)
             if table is None:
                 table = tables[fpath] = noqa.noqa_lines(other.text)
-            site = ctx.via.get(f.span)
+            site = rule_ctx.via.get(f.span)
             here = Related(site, "a kernel launched in this file reaches it here",
                            path=path) if site is not None and path else None
             # Related spans without a path are in this file: say so there.

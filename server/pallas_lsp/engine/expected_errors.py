@@ -18,6 +18,14 @@ so a floor mistake there is one the test did not mean, and the test passes
 for the wrong reason. Under a block that names a specific exception class
 without a message (`assertRaises(ValueError)`) the floor's finding may be the
 failure meant, and nothing is said.
+
+A block that names only the run-time error class (`jax.errors.JaxRuntimeError`,
+`XlaRuntimeError`: a debug check failing on the device, a compile running out
+of VMEM) does not expect what JAX raises while tracing: each trace-time rule's
+error is a Python `ValueError` / `NotImplementedError` raised before anything
+runs (recorded so on a v5e chip), which escapes such a block and fails the
+test. There the trace-time rules (`TRACE_CODES`) and the floor judge the
+kernel; the compile and run-time ones (PAL3xx, PAL4xx, PAL207/208) stay silent.
 """
 from __future__ import annotations
 
@@ -38,6 +46,13 @@ _PYTEST = ("raises",)
 # regular-expression comment (it matches every message).
 CATCH_ALL = "(?#any exception)"
 _BROAD = {"Exception", "BaseException"}
+# The pattern of a block that expects only a run-time error (see above).
+RUNTIME_ONLY = "(?#a run-time error)"
+_RUNTIME = {"JaxRuntimeError", "XlaRuntimeError"}
+# Rules whose JAX error is a Python exception raised while tracing or lowering,
+# never a JaxRuntimeError (the chip record, tests/oracle/data/chip_v5e.jsonl).
+TRACE_CODES = frozenset({*(f"PAL1{n:02d}" for n in range(1, 13)),
+                         "PAL201", "PAL202", "PAL203", "PAL204", "PAL205", "PAL206", "PAL209"})
 
 
 def expected_pattern(node: ast.With | ast.AsyncWith) -> str | None:
@@ -66,11 +81,14 @@ def expected_pattern(node: ast.With | ast.AsyncWith) -> str | None:
 
 def _catch_all(exc: ast.AST | None) -> str:
     """CATCH_ALL when the expected class is `Exception` / `BaseException`
-    (alone or in a tuple), else "" (any message of a narrower class)."""
+    (alone or in a tuple), RUNTIME_ONLY when every class named is the run-time
+    error, else "" (any message of a narrower class)."""
     items = exc.elts if isinstance(exc, ast.Tuple) else [exc]
     names = [e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name)
              else None for e in items]
-    return CATCH_ALL if any(n in _BROAD for n in names) else ""
+    if any(n in _BROAD for n in names):
+        return CATCH_ALL
+    return RUNTIME_ONLY if names and all(n in _RUNTIME for n in names) else ""
 
 
 def _keyword(call: ast.Call, name: str) -> ast.AST | None:
@@ -168,37 +186,50 @@ def _own(fn: ast.AST):
         stack.extend(reversed(syntax.children(n)))
 
 
-def expected_kernels(events: Events) -> set[int]:
+def runtime_only(events: Events) -> bool:
+    """Does a block that expects only a run-time error launch something?"""
+    return any(la.expects_error and la.expected_pattern == RUNTIME_ONLY for la in events.launches)
+
+
+def _expects(la: Launch, trace: bool) -> bool:
+    """Is this launch expected to fail, for the trace-time rules (`trace`) or
+    for every rule?"""
+    return la.expects_error and not (trace and la.expected_pattern == RUNTIME_ONLY)
+
+
+def expected_kernels(events: Events, trace: bool = False) -> set[int]:
     """Kernel ids launched only inside expected-error blocks, and the runs of
-    their defs as kernel code before the launch was seen (standalone.py)."""
-    inside = {la.kernel_id for la in events.launches if la.expects_error and la.kernel_id}
+    their defs as kernel code before the launch was seen (standalone.py).
+    `trace`: as the trace-time rules see it (run-time-only blocks judged)."""
+    inside = {la.kernel_id for la in events.launches if _expects(la, trace) and la.kernel_id}
     if not inside:
         return inside
-    outside = {la.kernel_id for la in events.launches if not la.expects_error}
-    defs = {id(node) for node, _ in expected_defs(events)}
+    outside = {la.kernel_id for la in events.launches if not _expects(la, trace)}
+    defs = {id(node) for node, _ in expected_defs(events, trace)}
     return (inside - outside) | {kid for kid, node in events.standalone_defs.items()
                                  if id(node) in defs}
 
 
-def expected_defs(events: Events) -> list[tuple[ast.AST, str]]:
+def expected_defs(events: Events, trace: bool = False) -> list[tuple[ast.AST, str]]:
     """The kernel functions launched only inside expected-error blocks, each
     with the message pattern of its block."""
     inside = {id(la.kernel_node): (la.kernel_node, la.expected_pattern)
-              for la in events.launches if la.expects_error and la.kernel_node is not None}
+              for la in events.launches if _expects(la, trace) and la.kernel_node is not None}
     for la in events.launches:
-        if not la.expects_error and la.kernel_node is not None:
+        if not _expects(la, trace) and la.kernel_node is not None:
             inside.pop(id(la.kernel_node), None)
     return list(inside.values())
 
 
-def without_expected(events: Events) -> Events:
+def without_expected(events: Events, trace: bool = False) -> Events:
     """The events with those of expected-to-fail kernels left out (and the
-    code they ran on its own before a launch reached it)."""
-    ids = expected_kernels(events)
-    if not ids and not any(la.expects_error for la in events.launches):
+    code they ran on its own before a launch reached it). `trace`: for the
+    trace-time rules, which judge kernels a run-time-only block launches."""
+    ids = expected_kernels(events, trace)
+    if not ids and not any(_expects(la, trace) for la in events.launches):
         return events
     return replace(without_kernels(events, ids),
-                   launches=[la for la in events.launches if not la.expects_error])
+                   launches=[la for la in events.launches if not _expects(la, trace)])
 
 
 def expected_floor_finding(line: int, message: str, defs: list[tuple[ast.AST, str]]) -> bool:
@@ -207,8 +238,8 @@ def expected_floor_finding(line: int, message: str, defs: list[tuple[ast.AST, st
     message, or this message? (Not under a catch-all block: see above.)"""
     for d, pattern in defs:
         if d.lineno - 1 <= line <= (d.end_lineno or d.lineno) - 1:
-            if pattern == CATCH_ALL:
-                continue  # a failure the test does not name: the floor's is not it
+            if pattern in (CATCH_ALL, RUNTIME_ONLY):
+                continue  # a failure the test does not name, or a run-time one: not the floor's
             if not pattern or _matches(pattern, message):
                 return True
     return False
