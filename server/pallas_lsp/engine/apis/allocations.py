@@ -1,5 +1,5 @@
 """What kernels are given: `BlockSpec`s, grid specs, memory-space
-allocations (`pltpu.VMEM((8, 128), f32)`), semaphore allocations
+allocations (`pltpu.VMEM((8, 128), f32)`, `pltpu.VMEM.like(x)`), semaphore allocations
 (`SemaphoreType.DMA((2,))`), `pl.ds` slices, block-dimension markers,
 `ShapeDtypeStruct`s and dtypes."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
-from pallas_lsp.engine.binding.scratch import memory_alloc, sem_alloc
+from pallas_lsp.engine.binding.scratch import like_alloc, memory_alloc, sem_alloc
 from pallas_lsp.engine.binding.shapes import SQUEEZED, shape_dtype
 from pallas_lsp.engine.binding.specs import block_spec, grid_spec
 from pallas_lsp.engine.events import Arg, pick
@@ -34,6 +34,8 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
         return Pipelining(buffers=n.value.value if known else None)
     if t in api.ALLOC_SPACES:
         return memory_alloc(t.split(".")[-1], args, kwargs)
+    if t.endswith(".like") and t[:-5] in api.ALLOC_SPACES:
+        return like_alloc(t[:-5].split(".")[-1], args, kwargs)
     if t in api.SEM_TYPES:
         return sem_alloc(api.SEM_TYPES[t], args)
     if t in ("PrefetchScalarGridSpec", "GridSpec"):

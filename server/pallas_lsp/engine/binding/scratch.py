@@ -28,6 +28,17 @@ def memory_alloc(space: str, args: list[Arg], kwargs: dict[str, Arg]) -> Value:
     return Alloc(space=Space(space), shape=shape, dtype=dtype)
 
 
+def like_alloc(space: str, args: list[Arg], kwargs: dict[str, Arg]) -> Value:
+    """`pltpu.VMEM.like(x)`: a buffer of x's shape and dtype (an array, a
+    ShapeDtypeStruct); what the engine does not know of x stays unknown."""
+    arg = args[0] if args else kwargs.get("shape_dtype_like")
+    v = arg.value if arg is not None else None
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    return Alloc(space=Space(space),
+                 shape=shape if isinstance(shape, tuple) else None,
+                 dtype=dtype if isinstance(dtype, str) else None)
+
+
 def sem_alloc(kind: str, args: list[Arg]) -> Value:
     shape = shape_of([args[0].value]) if args else ()
     return Alloc(space=Space.SEMAPHORE, shape=shape, sem=SemKind(kind))
