@@ -227,9 +227,10 @@ async def test_hover_inlay_hints_and_tokens_in_a_cell():
             text_document=types.TextDocumentIdentifier(uri=nb.uri_of(K)),
             range=types.Range(types.Position(0, 0), types.Position(5, 0))))
         # after each kernel parameter, on the def line of the cell (the output's
-        # shape and dtype come from out_shape)
+        # shape and dtype come from out_shape, the input's from the operand the
+        # launch is called with in another cell)
         assert [(h.label, h.position) for h in hints] == [
-            (": Ref[ANY]", nb.position(K, ", o_ref")),
+            (": Ref[ANY f32[8,128]]", nb.position(K, ", o_ref")),
             (": Ref[ANY f32[8,128]]", nb.position(K, ", sem")),
             (": DMA sem ()", nb.position(K, "):"))]
 

@@ -61,6 +61,8 @@ class LaunchHost(Host, Protocol):
     pending_pipelines: list  # emit_pipeline results (run when called)
     pending_kernels: list  # pl.kernel results with inputs (run when called)
     operand_nodes: dict[int, list]  # id(pallas_call node) -> its call's argument nodes
+    provisional_site: int | None  # a launch site's run before its operands (names.py)
+    operand_run_sites: set[int]  # launch sites that ran again with their operands
 
     def same_kernel_run(self, kernel: Func, args: list, kwargs: dict, backend_name: str,
                         frame: Frame) -> int | None:

@@ -224,8 +224,20 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
         launch.kernel_id = same
         return
     launch.kernel_id = host.kernel_count + 1
-    host.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins,
-                     call_node=pc.kernel_arg or pc.node, backend_name=be)
+    # The run made where the pallas_call is created, before its operands are
+    # known, is provisional for hover: a run of the same site with the
+    # operands replaces what it recorded (names.py).
+    site = id(pc.node)
+    before = host.provisional_site
+    if pc.operands is not None:
+        host.operand_run_sites.add(site)
+    elif pc.has_in_specs and before is None:
+        host.provisional_site = site
+    try:
+        host.call_func(kernel, args, scratch_kw, frame, kernel=True, param_origin=origins,
+                       call_node=pc.kernel_arg or pc.node, backend_name=be)
+    finally:
+        host.provisional_site = before
 
 
 MAX_KERNELS_PER_SITE = 8

@@ -58,7 +58,10 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self.file_backend = backend.of_file(src.tree)
         self.kernel_backend: dict[int, str] = {}
         self.events = Events(module=src.tree)
-        self.names: dict[ast.AST, list] = {}  # Name node -> [node, value, is_param, is_assign]
+        # Name node -> [node, values, is_param, is_assign, [(site, value) of provisional runs]]
+        self.names: dict[ast.AST, list] = {}
+        self.provisional_site: int | None = None  # see names.py
+        self.operand_run_sites: set[int] = set()
         self._consts: dict[ast.Constant, Const] = {}
         self._api_attrs: dict[tuple, Api] = {}  # (attribute node, base name) -> Api
         self._param_names: dict[int, ast.Name] = {}  # id(ast.arg) -> a Name node at its place

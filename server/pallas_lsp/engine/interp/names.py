@@ -1,6 +1,11 @@
 """Names seen in kernels, kept for hover, inlay hints and semantic tokens:
 `record_name` / `record_param` note each read, assignment and parameter
-binding (values made lazily), `name_infos` turns them into NameInfo."""
+binding (values made lazily), `name_infos` turns them into NameInfo.
+
+A kernel whose pallas_call has in_specs runs once where the call is made,
+before its operands are known, and again when it is called with them; what
+the first run recorded (an ANY input without a shape) is dropped for hover
+when that launch site ran again, instead of joined into "shape unknown"."""
 from __future__ import annotations
 
 import ast
@@ -22,14 +27,20 @@ class NamesMixin:
         # most names recorded are never looked at, and this runs for every
         # name read (each loop pass and launcher variant reads it again).
         old = self.names.get(node)
+        site = self.provisional_site
         if old is None:
-            self.names[node] = [node, [value], is_param, is_assign]
+            self.names[node] = [node, [value] if site is None else [], is_param, is_assign,
+                                [] if site is None else [(site, value)]]
             return
-        seen = old[1]
-        if seen[-1] is not value:
-            seen.append(value)
-            if len(seen) > 32:
-                old[1] = [join_all(seen)]
+        if site is not None:
+            if len(old[4]) < 32:
+                old[4].append((site, value))
+        else:
+            seen = old[1]
+            if not seen or seen[-1] is not value:
+                seen.append(value)
+                if len(seen) > 32:
+                    old[1] = [join_all(seen)]
         if is_param:
             old[2] = True
         if is_assign:
@@ -38,9 +49,16 @@ class NamesMixin:
     def name_infos(self) -> list[NameInfo]:
         """Every name recorded in a kernel of this file, in source order."""
         span = self.src.span
-        out = [NameInfo(span=span(node), name=node.id, value=join_all(values), is_param=is_param,
-                        is_assign=is_assign)
-               for node, values, is_param, is_assign in self.names.values()]
+        again = self.operand_run_sites
+
+        def seen(values: list, early: list) -> list:
+            kept = values + [v for site, v in early if site not in again]
+            # (a name only the provisional run reached keeps what it saw)
+            return kept or [v for _, v in early]
+
+        out = [NameInfo(span=span(node), name=node.id, value=join_all(seen(values, early)),
+                        is_param=is_param, is_assign=is_assign)
+               for node, values, is_param, is_assign, early in self.names.values()]
         out.sort(key=lambda n: (n.span.line, n.span.col))
         return out
 
