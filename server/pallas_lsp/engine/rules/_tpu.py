@@ -335,13 +335,18 @@ def _block_need(launch: Launch, key: str, i: int, n: int, spec: Spec, array: Sha
            "constant index map" if constant else f"Buffered({n_buf})" if given and n_buf else
            "double-buffered" if count == 2 else "")
     moved, movable = _xla_layout(ashape, block, dtype)
-    if moved or movable:
-        why = (why + "; " if why else "") + (MOVED_WHY if moved else MOVABLE_WHY)
-    return vmem.Need(label, "block", block, dtype, count, why, movable=movable, moved=moved)
+    return vmem.Need(label, "block", block, dtype, count, _layout_why(why, moved, movable),
+                     movable=movable, moved=moved)
 
 
 MOVED_WHY = "XLA lays the array out in VMEM itself: nothing here"
 MOVABLE_WHY = "XLA may lay the array out in VMEM itself: from 0"
+
+
+def _layout_why(why: str, moved: bool, movable: bool) -> str:
+    if not (moved or movable):
+        return why
+    return (why + "; " if why else "") + (MOVED_WHY if moved else MOVABLE_WHY)
 
 
 def _xla_layout(array, block, dtype) -> tuple[bool, bool]:
@@ -465,15 +470,18 @@ def _computes(events, kid: int) -> bool:
             if op.name.rsplit(".", 1)[-1] not in _MOVES_ONLY:
                 return True
         elif op.kind in ("binop", "unary") and any(
-                isinstance(v, Array) and v.shape is not None and any(
-                    isinstance(d, int) and d > 1 for d in v.shape) for v in op.operands):
+                isinstance(v, Array) and _not_scalar(v.shape) for v in op.operands):
             return True
     # `acc_ref[...] += x` (an augmented store: no operator event of its own)
     return any(a.kernel_id == kid and a.kind == "swap" and a.value is not None
                and isinstance(a.value.value, Array) and a.value.value.origin == "arithmetic"
-               and isinstance(a.ref.value, Ref) and a.ref.value.shape is not None
-               and any(isinstance(d, int) and d > 1 for d in a.ref.value.shape)
+               and isinstance(a.ref.value, Ref) and _not_scalar(a.ref.value.shape)
                for a in events.accesses)
+
+
+def _not_scalar(shape) -> bool:
+    """A known shape with a dimension over 1."""
+    return shape is not None and any(isinstance(d, int) and d > 1 for d in shape)
 
 
 def _scratch_leaves(value, path: str) -> list:
@@ -518,9 +526,8 @@ def _whole_inputs(launch: Launch) -> list:
         out = []
         for i, sd in enumerate(ops):
             moved, movable = _xla_layout(tuple(sd.shape), None, sd.dtype)
-            why = "no in_specs: whole array, once" + (
-                "; " + (MOVED_WHY if moved else MOVABLE_WHY) if moved or movable else "")
-            out.append(vmem.Need(f"input #{i}", "operand", tuple(sd.shape), sd.dtype, 1, why,
+            out.append(vmem.Need(f"input #{i}", "operand", tuple(sd.shape), sd.dtype, 1,
+                                 _layout_why("no in_specs: whole array, once", moved, movable),
                                  movable=movable, moved=moved))
         return out
     return [vmem.Need("inputs", "operand", None, None, 1, "no in_specs: each whole, once")]
