@@ -1,6 +1,7 @@
 // Shared by the end-to-end drivers (vscode-extension/e2e/drive.cjs,
 // tests/editors/jupyterlab/drive.cjs): the E2E_* variables, a timed log and
-// Debian's Chromium started headless through playwright-core.
+// Debian's Chromium started headless through playwright-core, and where a word
+// sits on screen in an editor's line.
 "use strict";
 
 const path = require("node:path");
@@ -41,4 +42,26 @@ async function openPage(viewport) {
   return { browser, page, shot };
 }
 
-module.exports = { env, log, openPage };
+// Runs in the page (`locator.evaluate(wordCenter, {...})`): the centre of the
+// first `word` on the line of `root` (an editor, a notebook cell) whose text
+// starts with `start`; `lines` selects the editor's line elements (`.cm-line`
+// in CodeMirror, `.view-line` in Monaco). Null when it is not there.
+function wordCenter(root, { lines, start, word }) {
+  const line = [...root.querySelectorAll(lines)]
+    .find((l) => l.textContent.replace(/\u00a0/g, " ").startsWith(start));
+  if (!line) return null;
+  const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const at = node.data.indexOf(word);
+    if (at >= 0) {
+      const range = document.createRange();
+      range.setStart(node, at);
+      range.setEnd(node, at + word.length);
+      const r = range.getBoundingClientRect();
+      return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+    }
+  }
+  return null;
+}
+
+module.exports = { env, log, openPage, wordCenter };

@@ -16,7 +16,7 @@
 const path = require("node:path");
 const fs = require("node:fs");
 
-const { env, log, openPage } = require("../../tests/editors/e2e_browser.cjs");
+const { env, log, openPage, wordCenter } = require("../../tests/editors/e2e_browser.cjs");
 const URL = env("E2E_URL");
 const OUT = env("E2E_OUT");
 const IMG = env("E2E_IMG");
@@ -217,23 +217,8 @@ async function main() {
     await page.keyboard.press("Enter");
     await page.locator(".markers-panel").waitFor({ state: "hidden", timeout: 10_000 });
     await page.waitForTimeout(300);
-    const at = await kernelCell.evaluate((editor) => {
-      // the parameter `x_ref` on the cell's `def` line, by its text node
-      const line = [...editor.querySelectorAll(".view-line")]
-        .find((l) => l.textContent.replace(/\u00a0/g, " ").startsWith("def "));
-      const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
-      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-        const i = node.data.indexOf("x_ref");
-        if (i >= 0) {
-          const range = document.createRange();
-          range.setStart(node, i);
-          range.setEnd(node, i + "x_ref".length);
-          const r = range.getBoundingClientRect();
-          return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
-        }
-      }
-      return null;
-    });
+    // the parameter `x_ref` on the cell's `def` line
+    const at = await kernelCell.evaluate(wordCenter, { lines: ".view-line", start: "def ", word: "x_ref" });
     if (!at) throw new Error("`x_ref` not found on the kernel cell's def line");
     await page.mouse.move(at.x, at.y);
     await page.mouse.move(at.x + 1, at.y);

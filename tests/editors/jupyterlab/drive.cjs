@@ -13,7 +13,7 @@
 const path = require("node:path");
 const fs = require("node:fs");
 
-const { env, log, openPage } = require("../e2e_browser.cjs");
+const { env, log, openPage, wordCenter } = require("../e2e_browser.cjs");
 const URL = env("E2E_URL");
 const OUT = env("E2E_OUT");
 
@@ -71,23 +71,8 @@ async function main() {
 
     step = "hover on the Ref `x_ref`";
     log(step);
-    const box = await page.evaluate((index) => {
-      // the parameter `x_ref` on the kernel cell's `def` line, by its text node
-      const cell = document.querySelectorAll(".jp-NotebookPanel .jp-Notebook .jp-Cell")[index];
-      const line = [...cell.querySelectorAll(".cm-line")].find((l) => l.textContent.startsWith("def "));
-      const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
-      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-        const at = node.data.indexOf("x_ref");
-        if (at >= 0) {
-          const range = document.createRange();
-          range.setStart(node, at);
-          range.setEnd(node, at + "x_ref".length);
-          const r = range.getBoundingClientRect();
-          return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
-        }
-      }
-      return null;
-    }, KERNEL_CELL);
+    // the parameter `x_ref` on the kernel cell's `def` line
+    const box = await kernelCell.evaluate(wordCenter, { lines: ".cm-line", start: "def ", word: "x_ref" });
     if (!box) throw new Error("`x_ref` not found on the kernel's def line");
     await kernelCell.locator(".cm-content").click({ position: { x: 5, y: 5 } });  // the cell in edit mode
     await page.mouse.move(box.x, box.y);
