@@ -20,6 +20,7 @@ TEST = '''import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu  # a TPU kernel: the compile rules judge it
 
 
 def sort_kernel(x_ref, o_ref):

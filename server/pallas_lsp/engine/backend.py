@@ -112,6 +112,18 @@ _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import|import[ \t
                       re.M)
 
 
+def names_tpu(text: str) -> bool:
+    """Does this text's code say that it is for a TPU (a TPU module or API,
+    the word, the "mosaic" compiler-params key)? Not in a comment: a
+    commented-out `# from jax.experimental.pallas import tpu` says the
+    opposite."""
+    for m in _TPU_TEXT.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if "#" not in text[start:m.start()]:
+            return True
+    return False
+
+
 def gpu_only(tree: ast.Module, text: str, libraries: set[str]) -> bool:
     """Can every kernel of this file only be a GPU one? It imports Pallas' GPU
     modules and none of its TPU ones, its text names nothing TPU, and it

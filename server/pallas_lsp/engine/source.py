@@ -26,6 +26,8 @@ class Source:
     blanked: set[int] = field(default_factory=set)  # 0-based lines removed to parse
     path: str = ""  # set for files read as another file's imports (spans carry it)
     _wide: set | None = field(default=None, repr=False, compare=False)
+    # Whether the text says it is for a TPU (backend.names_tpu), once asked.
+    says_tpu: bool | None = field(default=None, repr=False, compare=False)
 
     def span(self, node: ast.AST) -> Span:
         """Code-point span of a node (ast columns are UTF-8 byte offsets)."""

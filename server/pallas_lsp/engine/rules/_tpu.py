@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from pallas_lsp.engine import backend
 from pallas_lsp.engine.backend import SPARSECORE
 from pallas_lsp.engine.events import Launch
 from pallas_lsp.engine.model import Array, Const, Ref, Related, Seq, Space
@@ -50,6 +51,36 @@ def _key(v):
 def tpu_kernel_ids(events) -> set[int]:
     return {la.kernel_id for la in events.launches
             if la.backend == "tpu" and la.core != SPARSECORE and la.kernel_id}
+
+
+def judged_launches(ctx) -> list[Launch]:
+    """The TPU launches a compile rule may judge: those that say they are for a
+    TPU. A kernel whose launch, kernel file and launching file never name one
+    (no pltpu, no TPU compiler params, not the word) is as likely written for
+    a GPU, where these rules do not hold; the trace-time rules still judge it."""
+    return [la for la in tpu_launches(ctx.events) if _says_tpu(ctx, la)]
+
+
+def judged_kernel_ids(ctx) -> set[int]:
+    """`tpu_kernel_ids`, less the kernels of launches that never say TPU."""
+    return {la.kernel_id for la in ctx.events.launches
+            if la.backend == "tpu" and la.core != SPARSECORE and la.kernel_id
+            and _says_tpu(ctx, la)}
+
+
+def _says_tpu(ctx, launch: Launch) -> bool:
+    if backend.of_value(launch.compiler_params) == backend.TPU:
+        return True
+    for node in (launch.node, launch.kernel_node):
+        if node is not None and _source_names_tpu(ctx.source_of(node)):
+            return True
+    return False
+
+
+def _source_names_tpu(src) -> bool:
+    if src.says_tpu is None:
+        src.says_tpu = backend.names_tpu(src.text)
+    return src.says_tpu
 
 
 def items(v) -> list | None:

@@ -6,9 +6,17 @@ A 32-bit or 16-bit block needs (8, 128) multiples (the lowering's check);
 an 8-bit one (32, 128) multiples (Mosaic's E2002, after the lowering). Like
 the compiler, one finding per launch: its first bad block."""
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import (BLOCK_SPACES, array_text, caller_related, input_arrays,
-                                          items, known_shape, operand_name, spec_node,
-                                          tpu_launches)
+from pallas_lsp.engine.rules._tpu import (
+    BLOCK_SPACES,
+    array_text,
+    caller_related,
+    input_arrays,
+    items,
+    judged_launches,
+    known_shape,
+    operand_name,
+    spec_node,
+)
 from pallas_lsp.engine.values import ShapeDtype, Spec
 
 CODE = "PAL401"
@@ -58,7 +66,7 @@ def _judged(spec, sd) -> bool:
 
 
 def check(ctx: Context):
-    for launch in tpu_launches(ctx.events):
+    for launch in judged_launches(ctx):
         blocks = [b for b in _blocks(launch) if _judged(b[3], b[4])]
         # The lowering checks every block against (8, 128) first; Mosaic the
         # 8-bit ones against (32, 128) after it.

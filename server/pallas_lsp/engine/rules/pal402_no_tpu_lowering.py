@@ -2,7 +2,7 @@
 called on an Array in a TPU kernel (the list: engine/data/tpu_lowering.json)."""
 from pallas_lsp.engine.model import Array
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import tpu_kernel_ids
+from pallas_lsp.engine.rules._tpu import judged_kernel_ids
 from pallas_lsp.engine.tpu import unlowerable
 
 CODE = "PAL402"
@@ -10,7 +10,7 @@ MESSAGE = "Unimplemented primitive in Pallas TPU lowering for tc: {primitive}."
 
 
 def check(ctx: Context):
-    kernels = tpu_kernel_ids(ctx.events)
+    kernels = judged_kernel_ids(ctx)
     for op in ctx.events.kernel_ops:
         if op.kind != "call" or op.kernel_id not in kernels:
             continue

@@ -9,7 +9,7 @@ import ast
 
 from pallas_lsp.engine.model import Array, Const, Ref
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import kernel_caller, tpu_kernel_ids
+from pallas_lsp.engine.rules._tpu import judged_kernel_ids, kernel_caller
 
 CODE = "PAL403"
 MESSAGE = "Only vector<i16> and vector<i32> are supported, but got 'i8'. Please cast your input."
@@ -33,7 +33,7 @@ def _int8_operands(op) -> str | None:
 
 
 def check(ctx: Context):
-    kernels = tpu_kernel_ids(ctx.events)
+    kernels = judged_kernel_ids(ctx)
     ops = {id(op.node): op for op in ctx.events.kernel_ops if op.kernel_id in kernels and (
         (op.kind == "binop" and op.name in BINOPS) or (op.kind == "unary" and op.name == "USub"))}
     if not ops:

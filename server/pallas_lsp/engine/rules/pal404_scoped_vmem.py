@@ -2,7 +2,12 @@
 every default generation (v5e, v6e), even at the least the compiler can need
 (engine/vmem.py, through _tpu.launch_vmem)."""
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import caller_related, launch_vmem, operand_name, tpu_launches
+from pallas_lsp.engine.rules._tpu import (
+    caller_related,
+    judged_launches,
+    launch_vmem,
+    operand_name,
+)
 from pallas_lsp.engine.tpu import DEFAULT_GENERATIONS, fmt_bytes
 
 CODE = "PAL404"
@@ -11,7 +16,7 @@ MESSAGE = ("Scoped allocation with size {size} and limit {limit} exceeded scoped
 
 
 def check(ctx: Context):
-    for launch in tpu_launches(ctx.events):
+    for launch in judged_launches(ctx):
         lv = launch_vmem(launch, ctx.events)
         if lv is None or not lv.surely_over(DEFAULT_GENERATIONS):
             continue

@@ -2,14 +2,14 @@
 no float16 vectors on any generation)."""
 from pallas_lsp.engine.model import Ref, Space
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import kernel_caller, tpu_kernel_ids
+from pallas_lsp.engine.rules._tpu import judged_kernel_ids, kernel_caller
 
 CODE = "PAL405"
 MESSAGE = "Invalid vector type for load"
 
 
 def check(ctx: Context):
-    kernels = tpu_kernel_ids(ctx.events)
+    kernels = judged_kernel_ids(ctx)
     for acc in ctx.events.accesses:
         ref = acc.ref.value
         if acc.kind not in ("get", "load") or acc.kernel_id not in kernels \

@@ -6,16 +6,22 @@ with a generic TypeError. A remote `.wait()` waits on the send semaphore and
 then the receive one, so both are checked (tests/compile/test_remote_rules.py
 proves the send side against both)."""
 from pallas_lsp.engine.model import Ref
-from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, sem_shape_text, wait_only,
-                                           wait_ops)
-from pallas_lsp.engine.rules._tpu import tpu_kernel_ids
+from pallas_lsp.engine.rules._base import (
+    Context,
+    Finding,
+    at_fix,
+    sem_shape_text,
+    wait_only,
+    wait_ops,
+)
+from pallas_lsp.engine.rules._tpu import judged_kernel_ids
 
 CODE = "PAL406"
 MESSAGE = "DMA wait semaphore must be rank 0"
 
 
 def check(ctx: Context):
-    kernels = tpu_kernel_ids(ctx.events)
+    kernels = judged_kernel_ids(ctx)
     for call, _ in wait_only(ctx):
         if call.kernel_id not in kernels:
             continue

@@ -2,7 +2,7 @@
 where n is not 1 or 2 (the Pallas TPU lowering refuses it; interpret mode
 runs it)."""
 from pallas_lsp.engine.rules._base import Context, Finding
-from pallas_lsp.engine.rules._tpu import items, spec_buffers, spec_node, tpu_launches
+from pallas_lsp.engine.rules._tpu import items, judged_launches, spec_buffers, spec_node
 from pallas_lsp.engine.values import Spec
 
 CODE = "PAL407"
@@ -10,7 +10,7 @@ MESSAGE = "Only single (1) and double (2) buffering are supported. Got {n}."
 
 
 def check(ctx: Context):
-    for launch in tpu_launches(ctx.events):
+    for launch in judged_launches(ctx):
         for key in ("in_specs", "out_specs"):
             specs = items(getattr(launch, key)) or []
             for i, spec in enumerate(specs):
