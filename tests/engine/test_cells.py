@@ -99,6 +99,18 @@ def test_magic_like_lines_inside_strings_brackets_and_continuations_stay():
     assert out[:8] == lines[:8] and out[9:] == lines[9:]
 
 
+def test_a_shell_escape_continued_by_backslashes_is_the_shells_to_its_end():
+    """IPython hands `!cmd \\` and its continuation lines to the shell as one
+    command; their `--flag` lines are not Python (a notebook's benchmark cell)."""
+    lines = ["!python run.py \\", "    --levels 1 2 \\", "    --size SMALL", "x = 1 + \\", "  2",
+             "files = !ls \\", "   /tmp", "    !echo a"]
+    out, error, changed = python_of(lines[:-1])
+    assert error is None and out == ["pass", "", "", "x = 1 + \\", "  2", "pass", ""]
+    assert changed == {0, 1, 2, 5, 6}
+    # Without a backslash the next line is Python again (here a wrong indent).
+    assert python_of(["!echo a", "    b = 1"])[1] is not None
+
+
 def test_cell_magics():
     out, error, changed = python_of(["%%bash", "echo hi", "def f(:"])
     assert out == ["", "", ""] and error is None and changed == {0, 1, 2}

@@ -236,6 +236,12 @@ def python_of(lines: list[str], repair: bool = True
             indent = t[:len(t) - len(t.lstrip())]
             work[i] = indent + "pass"
             changed.add(i)
+            # `!cmd \` goes on to the next line: IPython hands them all to the shell
+            j = i
+            while lines[j].endswith("\\") and j + 1 < len(work):
+                j += 1
+                work[j] = ""
+                changed.add(j)
     text = "\n".join(work)
     if parses(text):
         return work, None, changed
@@ -263,7 +269,12 @@ def _statement_starts(lines: list[str]) -> list[int]:
         if depth == 0 and not quote and not escaped:
             starts.append(n)
             if _MAGIC_LINE.match(t) or _HELP_LINE.match(t):
+                escaped = t.endswith("\\")  # its continuation lines are the shell's too
                 continue
+        elif escaped and not quote and depth == 0 and n and starts and _MAGIC_LINE.match(
+                lines[starts[-1]]):
+            escaped = t.endswith("\\")
+            continue
         for m in _TOKEN.finditer(t):
             tok = m.group()
             if quote:  # (an escaped character is one token: it never ends the string)
