@@ -74,12 +74,14 @@ MEMORY_SPACES = {
     "TPUMemorySpace.ANY": "ANY", "TPUMemorySpace.HBM": "HBM",
     "TPUMemorySpace.VMEM": "VMEM", "TPUMemorySpace.SMEM": "SMEM",
     "TPUMemorySpace.SEMAPHORE": "SEMAPHORE",
+    "CMEM": "CMEM", "MemorySpace.CMEM": "CMEM", "HOST": "HOST", "MemorySpace.HOST": "HOST",
 }
 SEM_TYPES = {"SemaphoreType.DMA": "DMA", "SemaphoreType.REGULAR": "regular",
              "SemaphoreType.BARRIER": "barrier"}
 # Calls that allocate in a memory space (`pltpu.VMEM((8, 128), f32)`).
 ALLOC_SPACES = {"VMEM", "SMEM", "HBM", "ANY", "VMEM_SHARED", "MemorySpace.VMEM", "MemorySpace.SMEM",
-                "MemorySpace.HBM", "MemorySpace.ANY", "MemorySpace.VMEM_SHARED"}
+                "MemorySpace.HBM", "MemorySpace.ANY", "MemorySpace.VMEM_SHARED", "CMEM",
+                "MemorySpace.CMEM", "HOST", "MemorySpace.HOST"}
 # Everything apis/allocations.py makes a value of (with SEM_TYPES): what a
 # `functools.partial` of it makes when called.
 CONSTRUCTORS = ALLOC_SPACES | {"BlockSpec", "PrefetchScalarGridSpec", "GridSpec", "ds", "dslice",

@@ -30,6 +30,7 @@ MAX_DEPTH = 400  # helper calls nested in one another (a chain of helpers)
 MAX_RECURSION = 24
 MAX_CALLS = 15_000  # function activations run per analysis (memo hits are free)
 MAX_VARIANT_RUNS = 500  # launcher flag/optional-argument variants run per analysis
+MAX_ESCAPED_CLOSURES = 8  # runs of one escaped def, each with other closure values
 
 
 class Budget(Exception):

@@ -42,6 +42,8 @@ class Space(str, Enum):
     ANY = "ANY"  # pl.ANY: whole array, left where it is (HBM on TPU)
     HBM = "HBM"
     VMEM_SHARED = "VMEM_SHARED"  # shared by a core's subcores (SparseCore, newer TensorCores)
+    CMEM = "CMEM"  # a chip's common memory (v4, v5p): reached by DMA
+    HOST = "HOST"  # the host's memory (`pl.HOST`): reached by DMA
     SEMAPHORE = "SEMAPHORE"
     UNKNOWN = "?"
 

@@ -8,7 +8,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
-from pallas_lsp.engine.binding.scratch import like_alloc, memory_alloc, sem_alloc
+from pallas_lsp.engine.binding.scratch import like_alloc, memory_alloc, memory_ref, sem_alloc
 from pallas_lsp.engine.binding.shapes import SQUEEZED, shape_dtype
 from pallas_lsp.engine.binding.specs import block_spec, grid_spec
 from pallas_lsp.engine.events import Arg, pick
@@ -34,6 +34,8 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
         return Pipelining(buffers=n.value.value if known else None)
     if t in api.ALLOC_SPACES:
         return memory_alloc(t.split(".")[-1], args, kwargs)
+    if t == "MemoryRef":  # pl.MemoryRef(jax.core.ShapedArray(shape, dtype), pl.HOST)
+        return memory_ref(args, kwargs)
     if t.endswith(".like") and t[:-5] in api.ALLOC_SPACES:
         return like_alloc(t[:-5].split(".")[-1], args, kwargs)
     if t in api.SEM_TYPES:
@@ -54,7 +56,7 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
     if t in ("Blocked", "Element", "BoundedSlice"):
         size = pick(args, kwargs, 0, "block_size")
         return size.value if size is not None and isinstance(size.value, Const) else UNKNOWN
-    if name == "jax.ShapeDtypeStruct":
+    if name in ("jax.ShapeDtypeStruct", "jax.core.ShapedArray"):
         return shape_dtype(args, kwargs)
     if name.startswith("jnp.") and name[4:] in DTYPES:
         return Const(value=DTYPES[name[4:]])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import backend
+from pallas_lsp.engine import backend, flow
 from pallas_lsp.engine.binding.launch import (arg_value, count_required, positional_params,
                                               segments_to_args)
 from pallas_lsp.engine.binding.scratch import scratch_value
@@ -111,7 +111,7 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     # One run per kernel a launch site is given: a shared launcher
     # (`def launch(kernel, ...)`) is called with several kernels, and a kernel
     # partial'd with other constants may take other branches. Bounded per site.
-    key = (pc.node_id, _kernel_identity(pc.kernel, host.module_scope))
+    key = (pc.node_id, _kernel_identity(pc.kernel, host.module_scope, host))
     if key in host.kernels_done:
         return
     # The bound is per def: every kernel a site is given runs (a test base
@@ -256,11 +256,13 @@ def whole_array(sd: ShapeDtype | None) -> dict:
     return {} if sd is None else {"shape": sd.shape, "dtype": sd.dtype}
 
 
-def _kernel_identity(kernel: Value, module_scope=None):
+def _kernel_identity(kernel: Value, module_scope=None, host=None):
     """Which function, the constants partial() bound to it and, for a kernel
-    defined inside a launcher, the functions its closure holds: a shared
+    defined inside a launcher, the functions its closure holds (a shared
     `launch(kernel=...)` wraps each user kernel in its own `wrapper(...)`
-    that calls `kernel(...)`, one kernel per closure."""
+    that calls `kernel(...)`, one kernel per closure) and the constants it
+    reads from it (`build(mode)` run per mode: `if mode == ...` in the
+    kernel picks another branch)."""
     if not isinstance(kernel, Func):
         return id(kernel) if isinstance(kernel, Choice) else None
     bound = list(enumerate(kernel.bound_args)) + list(kernel.bound_kwargs)
@@ -270,7 +272,29 @@ def _kernel_identity(kernel: Value, module_scope=None):
         return (id(kernel.node), consts)
     funcs = tuple(sorted((name, id(v.node)) for name, v in getattr(scope, "vars", {}).items()
                          if isinstance(v, Func)))
-    return (id(kernel.node), consts, funcs, _closed_refs(scope, module_scope))
+    return (id(kernel.node), consts, funcs, _closed_refs(scope, module_scope),
+            _closed_consts(kernel, module_scope, host))
+
+
+def _closed_consts(kernel: Func, module_scope, host) -> tuple:
+    """The constants a nested kernel reads from its enclosing functions."""
+    cache = getattr(host, "_free", None)
+    free = cache.get(id(kernel.node)) if cache is not None else None
+    if free is None:
+        free = flow.free_names(kernel.node)
+        if cache is not None:
+            cache[id(kernel.node)] = free
+    out = []
+    for name in free:
+        scope = kernel.scope
+        while scope is not None and scope is not module_scope:
+            v = getattr(scope, "vars", {}).get(name)
+            if v is not None:
+                if isinstance(v, Const) and _hashable(v.value):
+                    out.append((name, v.value))
+                break
+            scope = getattr(scope, "parent", None)
+    return tuple(out)
 
 
 def _closed_refs(scope, module_scope) -> tuple:

@@ -10,7 +10,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import api
-from pallas_lsp.engine.binding.shapes import dtype_of, shape_of
+from pallas_lsp.engine.binding.shapes import dtype_of, shape_of, space_of
 from pallas_lsp.engine.events import Arg, ScopedAlloc
 from pallas_lsp.engine.model import Api, Const, Func, SemKind, Seq, Space, Value
 from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Spec, is_record
@@ -26,6 +26,18 @@ def memory_alloc(space: str, args: list[Arg], kwargs: dict[str, Arg]) -> Value:
     shape = shape_of([shape_arg.value]) if shape_arg is not None else None
     dtype = dtype_of(dtype_arg.value) if dtype_arg is not None else None
     return Alloc(space=Space(space), shape=shape, dtype=dtype)
+
+
+def memory_ref(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
+    """`pl.MemoryRef(aval, memory_space)`: an output or scratch buffer of the
+    aval's shape and dtype in that space (`pl.HOST` for host memory)."""
+    aval = args[0] if args else kwargs.get("inner_aval")
+    where = args[1] if len(args) > 1 else kwargs.get("memory_space")
+    v = aval.value if aval is not None else None
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    return Alloc(space=(space_of(where.value) if where is not None else None) or Space.UNKNOWN,
+                 shape=shape if isinstance(shape, tuple) else None,
+                 dtype=dtype if isinstance(dtype, str) else None)
 
 
 def like_alloc(space: str, args: list[Arg], kwargs: dict[str, Arg]) -> Value:

@@ -16,8 +16,8 @@ from pallas_lsp.engine import buffered, flow, pyops, relevance, standalone, vari
 from pallas_lsp.engine.binding.kernel import run_pl_kernel
 from pallas_lsp.engine.binding.pallas_call import run_kernel
 from pallas_lsp.engine.binding.pipeline import run_pipeline
-from pallas_lsp.engine.frames import (MAX_DEPTH, MAX_STEPS, MAX_VARIANT_RUNS, Budget, Frame, Scope,
-                                     scopes_made)
+from pallas_lsp.engine.frames import (MAX_DEPTH, MAX_ESCAPED_CLOSURES, MAX_STEPS, MAX_VARIANT_RUNS,
+                                     Budget, Frame, Scope, scopes_made)
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.values import Choice, Instance
 
@@ -245,10 +245,35 @@ class DriverMixin:
         that is where their pallas_call finds its specs."""
         while self._escaped_funcs:
             func = self._escaped_funcs.pop()
-            if id(func.node) not in self._entered and id(func.node) not in self._idle_defs:
-                if not self._run_unlaunched(func, frame):
-                    self.call_func(func, [], {}, frame, unknown_params=True)
-                self._flush_pending()
+            node = id(func.node)
+            if node in self._idle_defs:
+                continue
+            if node in self._entered and not self._other_closure(func):
+                continue
+            self._escaped_runs.setdefault(node, set()).add(self._closure_key(func))
+            if not self._run_unlaunched(func, frame):
+                self.call_func(func, [], {}, frame, unknown_params=True)
+            self._flush_pending()
+
+    def _other_closure(self, func: Func) -> bool:
+        """A function already run as escaped, escaping again from another run
+        of its builder (`for pattern in PATTERNS: fn = build(pattern)`, each
+        handed to a compile helper): its closure may pick other branches, so
+        it runs again while its closure values are new (at most
+        MAX_ESCAPED_CLOSURES times)."""
+        runs = self._escaped_runs.get(id(func.node))
+        if runs is None or len(runs) >= MAX_ESCAPED_CLOSURES \
+                or not isinstance(func.scope, Scope) or func.scope is self.module_scope:
+            return False
+        return self._closure_key(func) not in runs
+
+    def _closure_key(self, func: Func):
+        if not isinstance(func.scope, Scope) or func.scope is self.module_scope:
+            return None
+        free = self._free.get(id(func.node))
+        if free is None:
+            free = self._free[id(func.node)] = flow.free_names(func.node)
+        return pyops.args_key(flow.closure_values((func.scope.parent, func.scope.vars), free), {})
 
     def _run_unlaunched(self, func: Func, frame: Frame) -> bool:
         """Kernel code no launch here reaches (standalone.py): run it as kernel

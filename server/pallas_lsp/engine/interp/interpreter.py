@@ -97,6 +97,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self.active_kernel = 0  # kernel of the frame being executed (for events)
         self.kernel_count = 0
         self._escaped_funcs: list[Func] = []  # functions handed to jax.jit, shard_map, ...
+        self._escaped_runs: dict[int, set] = {}  # id(def) -> closure keys it ran escaped with
         self._idle_defs: set[int] = set()  # defs here that name nothing Pallas (relevance.py)
         self._kernel_only: standalone.KernelCode | None = None  # which defs here only kernels run
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)

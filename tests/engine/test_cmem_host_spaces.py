@@ -1,0 +1,89 @@
+"""Two memory spaces reached by DMA only: a chip's common memory
+(`pltpu.CMEM(shape, dtype)` scratch) and the host's (`pl.MemoryRef(
+jax.core.ShapedArray(shape, dtype), pl.HOST)` outputs). Their Refs are Refs of
+that space, shape and dtype, so their copies are known to coverage and a read
+handed to a copy is PAL101 (a tutorial's CMEM and host-memory chapters, third
+held-out set). JAX runs the CMEM twin in interpret mode and rejects the read;
+its interpret mode has no host memory, so that half is the engine's alone."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pallas_lsp.engine import analyze
+from tests.engine.conftest import HEADER, line_of, run
+
+CMEM = '''
+x = jnp.ones((8, 128), jnp.float32)
+
+
+@pl.kernel(out_type=pltpu.HBM(x.shape, x.dtype),
+           mesh=pltpu.create_tensorcore_mesh("core", num_cores=1),
+           scratch_types=(pltpu.CMEM(x.shape, x.dtype), pltpu.VMEM(x.shape, x.dtype),
+                          pltpu.SemaphoreType.DMA))
+def kernel(x_hbm, o_hbm, x_cmem, x_vmem, sem):
+    pltpu.async_copy(x_hbm, x_cmem, sem).wait()
+    pltpu.async_copy(SRC, x_vmem, sem).wait()  # SECOND
+    pltpu.async_copy(x_vmem, o_hbm, sem).wait()
+
+
+print(float(kernel(x).sum()))
+'''
+
+HOST = '''
+x = jnp.ones((8, 128), jnp.float32)
+
+
+@pl.kernel(out_type=(pl.MemoryRef(jax.core.ShapedArray(x.shape, x.dtype), pl.HOST),
+                     pltpu.HBM(x.shape, x.dtype)),
+           mesh=pltpu.create_tensorcore_mesh("core", num_cores=1),
+           scratch_types=(pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA))
+def kernel(x_hbm, o_host, staging, vmem, sem):
+    pltpu.async_copy(x_hbm, vmem, sem).wait()
+    pltpu.async_copy(vmem, staging, sem).wait()
+    pltpu.async_copy(DST, o_host.at[pl.ds(0, 8)], sem).wait()  # LAST
+
+
+host_copy, _ = kernel(x)
+'''
+
+
+def _dma_known(src: str) -> list[bool]:
+    cov = analyze(src, "snippet.py", coverage=True)
+    return [s.known for s in cov.coverage.sites if s.kind == "dma"]
+
+
+def test_cmem_scratch_is_a_ref_of_its_space():
+    analysis, src = run(CMEM.replace("SRC", "x_cmem"))
+    assert analysis.findings == []
+    assert _dma_known(src) == [True, True, True]
+
+
+def test_a_read_of_cmem_handed_to_a_copy_is_reported():
+    analysis, src = run(CMEM.replace("SRC", "x_cmem[...]"))
+    assert [(f.code, f.span.line) for f in analysis.findings] == \
+        [("PAL101", line_of(src, "# SECOND"))]
+
+
+def test_host_memory_outputs_are_refs_of_their_space():
+    analysis, src = run(HOST.replace("DST", "staging"))
+    assert analysis.findings == []
+    assert _dma_known(src) == [True, True, True]
+    analysis, src = run(HOST.replace("DST", "staging[...]"))
+    assert [(f.code, f.span.line) for f in analysis.findings] == \
+        [("PAL101", line_of(src, "# LAST"))]
+
+
+def _interpret(src: str) -> subprocess.CompletedProcess:
+    text = HEADER + CMEM.replace("SRC", src).replace(
+        "@pl.kernel(", "@pl.kernel(interpret=pltpu.InterpretParams(), ")
+    return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
+                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+
+
+def test_jax_runs_the_cmem_twin_and_refuses_the_read():
+    ok = _interpret("x_cmem")
+    assert ok.returncode == 0 and ok.stdout.strip() == "1024.0", ok.stderr[-2000:]
+    bad = _interpret("x_cmem[...]")
+    assert bad.returncode != 0
+    assert "DMA source/destination/semaphore arguments must be Refs." in bad.stderr
