@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-
 from tests.engine.conftest import HEADER, line_of, run
 
 SOURCE = '''
