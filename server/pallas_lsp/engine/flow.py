@@ -30,6 +30,19 @@ def free_names(func: ast.AST) -> tuple:
     return tuple(sorted(loads - stores))
 
 
+def branch_free_names(func: ast.AST) -> tuple:
+    """The free names of a def (`free_names`) that its branch tests read
+    (`if`, `elif`, `while`, a conditional expression, `match`): the closure
+    values that can change which of its code runs."""
+    tests: set[str] = set()
+    for node in syntax.walk(func):
+        test = node.test if isinstance(node, (ast.If, ast.IfExp, ast.While)) else \
+            node.subject if isinstance(node, ast.Match) else None
+        if test is not None:
+            tests.update(n.id for n in syntax.walk(test) if isinstance(n, ast.Name))
+    return tuple(n for n in free_names(func) if n in tests)
+
+
 def straight_loop(node: ast.For, cache: dict) -> bool:
     """No `break` / `continue` / `return` / `yield` of this loop in its body
     (then running each iteration in turn is what Python does)."""

@@ -277,11 +277,12 @@ def _kernel_identity(kernel: Value, module_scope=None, host=None):
 
 
 def _closed_consts(kernel: Func, module_scope, host) -> tuple:
-    """The constants a nested kernel reads from its enclosing functions."""
-    cache = getattr(host, "_free", None)
+    """The constants a nested kernel's branch tests read from its enclosing
+    functions (a constant that only sizes things leaves the same code run)."""
+    cache = getattr(host, "_branch_free", None)
     free = cache.get(id(kernel.node)) if cache is not None else None
     if free is None:
-        free = flow.free_names(kernel.node)
+        free = flow.branch_free_names(kernel.node)
         if cache is not None:
             cache[id(kernel.node)] = free
     out = []
