@@ -12,6 +12,7 @@ from dataclasses import field
 from pallas_lsp.engine import api, syntax, unknown_reasons
 from pallas_lsp.engine.events import Arg, Events
 from pallas_lsp.engine.model import Api, Array, Const, Ref
+from pallas_lsp.engine.values import RefTree
 from pallas_lsp.engine.records import record
 
 _LAUNCHERS = {"pallas_call", "kernel", "core_map", "emit_pipeline"}
@@ -71,7 +72,7 @@ def arg_known(arg: Arg | None) -> bool:
     an Array): enough to judge it."""
     if arg is None or not arg.present:
         return True
-    return isinstance(arg.value, (Ref, Array)) or (isinstance(arg.value, Const)
+    return isinstance(arg.value, (Ref, Array, RefTree)) or (isinstance(arg.value, Const)
                                                     and arg.value.value is None)
 
 

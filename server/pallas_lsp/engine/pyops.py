@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import syntax
-from pallas_lsp.engine.model import Array, Const, Descriptor, Ref, Seq, Value
+from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Value
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, ClassVal, Given, Instance, Iter, Partial,
                                       SeqOf, ShapeDtype, Spec, StarUnknown, TextPrefix, join_all)
@@ -88,11 +88,22 @@ def _builtin_unknown(args):
     return UNKNOWN
 
 
+# The classes of Refs (`isinstance(x, jax.Ref)`).
+REF_CLASSES = frozenset({"jax.ref.Ref", "jax.Ref"})
+
+
 def _builtin_isinstance(args):
     """`isinstance(out_type, (tuple, list))`: False for a value the engine
     knows is no container (a ShapeDtypeStruct, a Ref, a number); True for a
     list or tuple when both are named. Other classes: unknown."""
     if len(args) != 2 or args[1].node is None:
+        return UNKNOWN
+    if isinstance(args[1].value, Api) and args[1].value.name in REF_CLASSES:
+        v = args[0].value
+        if isinstance(v, Ref):
+            return Const(value=True)
+        if isinstance(v, Array) or isinstance(v, Const) and v.value is not None:
+            return Const(value=False)
         return UNKNOWN
     cls = args[1].node
     elts = cls.elts if isinstance(cls, ast.Tuple) else [cls]

@@ -67,6 +67,32 @@ class Alloc(Value):
 
 
 @frozen
+class RefTree(Value):
+    """Refs in a pytree whose structure the engine does not know: what
+    `jax.tree.map(f, x)` gives over an unknown `x` where `f` makes a Ref of
+    any leaf. Handed to a DMA whole, it is Refs; none of its items or windows
+    is known (indexing it is no load)."""
+
+    space: Space = Space.UNKNOWN
+
+    def describe(self) -> str:
+        where = "" if self.space == Space.UNKNOWN else f" {self.space.value}"
+        return f"pytree of{where} Refs"
+
+
+@frozen
+class AllocTree(Value):
+    """Allocations in a pytree whose structure is unknown
+    (`jax.tree.map(pltpu.SMEM.like, x)` over an unknown `x`): scratch or a
+    `run_scoped` makes a RefTree of it."""
+
+    space: Space = Space.UNKNOWN
+
+    def describe(self) -> str:
+        return "pytree of allocations"
+
+
+@frozen
 class ShapeDtype(Value):
     """jax.ShapeDtypeStruct(shape, dtype)."""
 
@@ -301,6 +327,9 @@ def join(a: Value, b: Value) -> Value:
         remote = a.remote if a.remote == b.remote else None
         return Descriptor(origin=a.origin, remote=remote, call_ids=a.call_ids | b.call_ids,
                           decl=_same_decl(a, b))
+    if isinstance(a, RefTree) and isinstance(b, (RefTree, Ref)) \
+            or isinstance(b, RefTree) and isinstance(a, Ref):
+        return RefTree(space=a.space if a.space == b.space else Space.UNKNOWN)
     if isinstance(a, Ref) and isinstance(b, Ref):
         return Ref(origin=a.origin if a.origin == b.origin else "",
                    space=a.space if a.space == b.space else Space.UNKNOWN,

@@ -7,13 +7,13 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import syntax
+from pallas_lsp.engine import api, syntax
 from pallas_lsp.engine.apis.refs import NEW_REF
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
-from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, Instance, Partial, SeqOf,
-                                      is_record, join_all)
+from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, AllocTree, Instance, Partial,
+                                      RefTree, SeqOf, is_record, join_all)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -60,18 +60,38 @@ def tree_map(host: Host, args: list[Arg], frame: Frame, node: ast.Call) -> Value
             if leaves[0] is UNKNOWN and (written_out or one_leaf):
                 return Ref(origin=f"{fn.name.rsplit('.', 1)[-1]}(...) of an operand",
                            space=Space.ANY)
-            # Otherwise an unknown leaf may be a whole subtree: no claim about it.
+            # Otherwise an unknown leaf may be a whole subtree: no claim about
+            # its structure, only what `fn` makes of every leaf of it.
             if leaves[0] is UNKNOWN:
-                return UNKNOWN
+                space = _like_space(fn.name)
+                return AllocTree(space=space) if space is not None else UNKNOWN
             return host.call_api(fn.name, [Arg(None, v) for v in leaves], {}, node, frame)
-        return host.call_func(fn, leaves, {}, frame)
+        result = host.call_func(fn, leaves, {}, frame)
+        if leaves[0] is UNKNOWN and not one_leaf and isinstance(result, Ref) \
+                and result.sem is None:
+            # `fn` makes a Ref of any value: of each leaf of the subtree too.
+            return RefTree(space=result.space)
+        return result
 
+    if trees[0] is UNKNOWN and len(trees) == 1:  # a tree the engine does not know at all
+        out = call([UNKNOWN])
+        if isinstance(out, (AllocTree, RefTree)):
+            return out
     if not isinstance(trees[0], (Seq, SeqOf, Partial, Descriptor, Ref, Array)) \
             and not is_record(trees[0]):
         for t in trees:
             host.escape(t)
         return UNKNOWN
     return _walk(trees[0], trees[1:], 0, call)
+
+
+def _like_space(name: str) -> Space | None:
+    """`pltpu.SMEM.like` -> SMEM: an allocation maker mapped over leaves."""
+    t = api.tail(name)
+    if t.endswith(".like") and t[:-5] in api.ALLOC_SPACES:
+        return Space(api.MEMORY_SPACES.get(t[:-5], "?")) if t[:-5] in api.MEMORY_SPACES \
+            else None
+    return None
 
 
 def _leaf(v) -> bool:

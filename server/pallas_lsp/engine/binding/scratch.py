@@ -13,7 +13,7 @@ from pallas_lsp.engine import api
 from pallas_lsp.engine.binding.shapes import dtype_of, shape_of, space_of
 from pallas_lsp.engine.events import Arg, ScopedAlloc
 from pallas_lsp.engine.model import Api, Const, Func, SemKind, Seq, Space, Value
-from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Spec, is_record
+from pallas_lsp.engine.values import UNKNOWN, Alloc, AllocTree, Instance, RefTree, Spec, is_record
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -69,6 +69,8 @@ def scratch_value(v: Value, origin: str) -> Value:
     alloc = to_alloc(v)
     if alloc is not None:
         return alloc.to_ref(origin)
+    if isinstance(v, AllocTree):
+        return RefTree(space=v.space)
     if isinstance(v, Seq):
         return Seq(items=tuple(scratch_value(x, f"{origin}[{i}]") for i, x in enumerate(v.items)),
                    keys=v.keys, origin=origin)
@@ -127,6 +129,8 @@ def _scoped_ref(host: LaunchHost, a: Arg, call_node) -> Value:
                                for v in a.value.items), keys=a.value.keys)
     if alloc is None and is_record(a.value):  # a dataclass pytree of them
         return mapped_record(a.value, lambda v, _: _scoped_ref(host, Arg(a.node, v), call_node))
+    if isinstance(a.value, AllocTree):  # one of unknown structure
+        return RefTree(space=a.value.space)
     if alloc is None:
         return UNKNOWN
     if alloc.space in (Space.HBM, Space.ANY) and a.node is not None:

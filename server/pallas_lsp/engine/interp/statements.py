@@ -10,7 +10,7 @@ from pallas_lsp.engine import expected_errors, flow, pyops
 from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.events import Arg, RefAccess
 from pallas_lsp.engine.frames import Frame, Scope
-from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Value
+from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Space, Value
 from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, Spec, join
 from pallas_lsp.engine.values import instance_writes
 
@@ -61,7 +61,31 @@ class StatementsMixin:
         if truth is False:
             self.exec_body(node.orelse, frame)
             return
+        narrowed = self._ref_check(node.test, frame)
+        if narrowed is not None:  # `if isinstance(x, jax.Ref):` x is a Ref in the body
+            name, ref = narrowed
+
+            def body():
+                frame.scope.vars[name] = ref
+                self.exec_body(node.body, frame)
+
+            self.either(frame, body, lambda: self.exec_body(node.orelse, frame))
+            return
         self.branch(frame, node.body, node.orelse)
+
+    def _ref_check(self, test: ast.expr, frame: Frame) -> tuple[str, Ref] | None:
+        """`isinstance(name, jax.Ref)` on a name whose value is not known."""
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+                and test.func.id == "isinstance" and len(test.args) == 2
+                and isinstance(test.args[0], ast.Name)):
+            return None
+        cls = self.eval(test.args[1], frame)
+        if not (isinstance(cls, Api) and cls.name in pyops.REF_CLASSES):
+            return None
+        name = test.args[0].id
+        if isinstance(frame.scope.lookup(name), (Ref, Array)):
+            return None
+        return name, Ref(origin=f"{name} (a Ref by `isinstance`)", space=Space.UNKNOWN)
 
     def branch(self, frame: Frame, body_a, body_b) -> None:
         self.either(frame, lambda: self.exec_body(body_a, frame),
