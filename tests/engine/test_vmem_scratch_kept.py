@@ -165,3 +165,12 @@ def go():
     est = _parts(src)
     (buf,) = [p for p in est.parts if p.kind == "scratch"]
     assert buf.floor == 4 * 2**20 and "DMA" in buf.why
+
+
+def test_a_module_of_deeply_nested_expressions_is_walked_without_recursion():
+    """The `pl.when` map walks the whole module: a generated constant nesting
+    990 levels deep raised RecursionError from `pallas-lsp vmem` before."""
+    deep = "BIG = " + "+".join(["1"] * 990) + "\n"
+    src = HEAD + deep + CARRIED + _call("[pltpu.VMEM((1024, 1024), jnp.float32)] * 3")
+    kept = [p for p in _parts(src).parts if p.kind == "scratch" and p.kept]
+    assert len(kept) == 3

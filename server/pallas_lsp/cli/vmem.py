@@ -113,12 +113,7 @@ def _text(rows, gens) -> str:
             size = fmt_bytes(p.bytes) if p.exact else f">= {fmt_bytes(p.bytes)}"
             lines.append(f"  {p.name:<20} {shape:<22} x{count:<2} {size:>12}"
                          + (f"  {p.why}" if p.why else ""))
-        total = fmt_bytes(est.total) if est.exact else f">= {fmt_bytes(est.total)}"
-        if est.ranged:  # an operand XLA may put in VMEM: a range, not a point
-            total = f"{fmt_bytes(est.floor)} to {total.lstrip('>= ')}"
-        elif lv.computes and est.exact:
-            total = f">= {total}"
-        lines.append(f"  total {total}; " + "; ".join(_verdict(lv, g) for g in gens))
+        lines.append(f"  total {lv.total_text('>= ')}; " + "; ".join(_verdict(lv, g) for g in gens))
         if lv.computes:
             lines.append("  " + SPILL_NOTE)
     return "\n".join(lines)

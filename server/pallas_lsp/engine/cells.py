@@ -271,8 +271,7 @@ def _statement_starts(lines: list[str]) -> list[int]:
             if _MAGIC_LINE.match(t) or _HELP_LINE.match(t):
                 escaped = t.endswith("\\")  # its continuation lines are the shell's too
                 continue
-        elif escaped and not quote and depth == 0 and n and starts and _MAGIC_LINE.match(
-                lines[starts[-1]]):
+        elif escaped and not quote and depth == 0 and _MAGIC_LINE.match(lines[starts[-1]]):
             escaped = t.endswith("\\")
             continue
         for m in _TOKEN.finditer(t):

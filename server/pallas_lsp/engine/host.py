@@ -63,6 +63,7 @@ class LaunchHost(Host, Protocol):
     operand_nodes: dict[int, list]  # id(pallas_call node) -> its call's argument nodes
     provisional_site: int | None  # a launch site's run before its operands (names.py)
     operand_run_sites: set[int]  # launch sites that ran again with their operands
+    branch_free: dict[int, tuple]  # id(def) -> closure names its branch tests read (flow.py)
 
     def same_kernel_run(self, kernel: Func, args: list, kwargs: dict, backend_name: str,
                         frame: Frame) -> int | None:

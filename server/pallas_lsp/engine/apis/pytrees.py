@@ -87,10 +87,9 @@ def tree_map(host: Host, args: list[Arg], frame: Frame, node: ast.Call) -> Value
 
 def _like_space(name: str) -> Space | None:
     """`pltpu.SMEM.like` -> SMEM: an allocation maker mapped over leaves."""
-    t = api.tail(name)
-    if t.endswith(".like") and t[:-5] in api.ALLOC_SPACES:
-        return Space(api.MEMORY_SPACES.get(t[:-5], "?")) if t[:-5] in api.MEMORY_SPACES \
-            else None
+    base = api.tail(name).removesuffix(".like")
+    if base != api.tail(name) and base in api.ALLOC_SPACES:
+        return Space(api.MEMORY_SPACES[base])
     return None
 
 

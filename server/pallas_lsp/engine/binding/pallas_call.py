@@ -273,29 +273,22 @@ def _kernel_identity(kernel: Value, module_scope=None, host=None):
     funcs = tuple(sorted((name, id(v.node)) for name, v in getattr(scope, "vars", {}).items()
                          if isinstance(v, Func)))
     return (id(kernel.node), consts, funcs, _closed_refs(scope, module_scope),
-            _closed_consts(kernel, module_scope, host))
+            _closed_consts(kernel, host))
 
 
-def _closed_consts(kernel: Func, module_scope, host) -> tuple:
+def _closed_consts(kernel: Func, host) -> tuple:
     """The constants a nested kernel's branch tests read from its enclosing
     functions (a constant that only sizes things leaves the same code run)."""
-    cache = getattr(host, "_branch_free", None)
-    free = cache.get(id(kernel.node)) if cache is not None else None
-    if free is None:
-        free = flow.branch_free_names(kernel.node)
-        if cache is not None:
-            cache[id(kernel.node)] = free
-    out = []
-    for name in free:
-        scope = kernel.scope
-        while scope is not None and scope is not module_scope:
-            v = getattr(scope, "vars", {}).get(name)
-            if v is not None:
-                if isinstance(v, Const) and _hashable(v.value):
-                    out.append((name, v.value))
-                break
-            scope = getattr(scope, "parent", None)
-    return tuple(out)
+    names = host.branch_free.get(id(kernel.node)) if host is not None else None
+    if names is None:
+        names = flow.branch_free_names(kernel.node)
+        if host is not None:
+            host.branch_free[id(kernel.node)] = names
+    if not names or not hasattr(kernel.scope, "vars"):
+        return ()
+    values = flow.closure_values((kernel.scope.parent, kernel.scope.vars), names)
+    return tuple((n, v.value) for n, v in zip(names, values)
+                 if isinstance(v, Const) and _hashable(v.value))
 
 
 def _closed_refs(scope, module_scope) -> tuple:

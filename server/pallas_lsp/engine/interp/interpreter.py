@@ -89,7 +89,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self.kernels_done: set = set()  # (launch site, kernel) already run
         self._kernel_runs_by_args: dict[tuple, tuple] = {}  # see same_kernel_run
         self._free: dict[int, tuple] = {}  # id(def node) -> names it reads from outside
-        self._branch_free: dict[int, tuple] = {}  # ... those of them its branch tests read
+        self.branch_free: dict[int, tuple] = {}  # ... those of them its branch tests read
         self._first_nested: dict[int, tuple] = {}  # nested kernel run once: its closure then
         self._loop_reads: dict[int, frozenset] = {}  # id(loop node) -> names it reads
         self.kernel_runs: dict[int, int] = {}  # launch site -> kernels run there

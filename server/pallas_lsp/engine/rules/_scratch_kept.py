@@ -65,13 +65,16 @@ class _Scopes:
             self._walk(tree, frozenset())
         return self.map.get(id(node))
 
-    def _walk(self, node: ast.AST, around: frozenset) -> None:
-        self.map[id(node)] = around
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and any(_is_when(d) for d in node.decorator_list):
-            around = around | {id(node)}
-        for child in ast.iter_child_nodes(node):
-            self._walk(child, around)
+    def _walk(self, tree: ast.AST, around: frozenset) -> None:
+        # A stack, not recursion: a generated file's expressions nest thousands deep.
+        stack = [(tree, around)]
+        while stack:
+            node, around = stack.pop()
+            self.map[id(node)] = around
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and any(_is_when(d) for d in node.decorator_list):
+                around = around | {id(node)}
+            stack.extend((child, around) for child in ast.iter_child_nodes(node))
 
 
 def kept_scratch(events, launch, steps: int | None) -> dict[str, str]:

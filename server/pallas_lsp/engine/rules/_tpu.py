@@ -48,11 +48,6 @@ def _key(v):
     return v
 
 
-def tpu_kernel_ids(events) -> set[int]:
-    return {la.kernel_id for la in events.launches
-            if la.backend == "tpu" and la.core != SPARSECORE and la.kernel_id}
-
-
 def judged_launches(ctx) -> list[Launch]:
     """The TPU launches a compile rule may judge: those that say they are for a
     TPU. A kernel whose launch, kernel file and launching file never name one
@@ -62,7 +57,7 @@ def judged_launches(ctx) -> list[Launch]:
 
 
 def judged_kernel_ids(ctx) -> set[int]:
-    """`tpu_kernel_ids`, less the kernels of launches that never say TPU."""
+    """The kernels of TensorCore launches that say they are for a TPU."""
     return {la.kernel_id for la in ctx.events.launches
             if la.backend == "tpu" and la.core != SPARSECORE and la.kernel_id
             and _says_tpu(ctx, la)}
@@ -236,6 +231,14 @@ class LaunchVmem:
     # The kernel computes (a dot, exp, reduction, sort...): the compiler may add
     # VMEM for intermediates it spills, which is not modelled, so the figure is a floor.
     computes: bool = False
+
+    def total_text(self, at_least: str = "≥ ") -> str:
+        """The total in words: a range where XLA may move an operand, else
+        marked `at_least` where parts are unknown or spills are not counted."""
+        est = self.estimate
+        if est.ranged:
+            return f"{fmt_bytes(est.floor)} to {fmt_bytes(est.total)}"
+        return f"{at_least if self.computes or not est.exact else ''}{fmt_bytes(est.total)}"
 
     def over(self, gens=GENERATIONS) -> list[str]:
         """The generations of `gens` whose limit the estimate exceeds."""
@@ -625,9 +628,7 @@ def markdown_table(lv: LaunchVmem) -> list[str]:
                            if g in lv.limits)
         origin = "vmem_limit_bytes" if lv.set_limit else "default scoped limits"
         over = lv.over()
-        total = f"{fmt_bytes(est.floor)} to {fmt_bytes(est.total)}" if est.ranged \
-            else f"{'≥ ' if lv.computes else at_least}{fmt_bytes(est.total)}"
-        lines.append(f"Total {total}; {origin}: {limits}"
+        lines.append(f"Total {lv.total_text()}; {origin}: {limits}"
                      + (f"; over on {', '.join(over)}" if over else "") + ".")
     else:
         lines.append(f"Total {at_least}{fmt_bytes(est.total)}; the limit "
