@@ -30,28 +30,45 @@ async function main() {
   const shot = (name) => save(name, OUT);
 
   try {
-    step = "open the notebook";
-    log(`${step}: ${URL.replace(/token=[0-9a-f]+/, "token=…")}`);
-    await page.goto(URL, { waitUntil: "domcontentloaded", timeout: 120_000 });
     const cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell");
-    await cells.nth(KERNEL_CELL).locator(".cm-line", { hasText: "make_async_copy" })
-      .waitFor({ timeout: 120_000 });
-
-    step = "the kernel is idle (jupyterlab-lsp takes the language from it)";
-    log(step);
-    await page.waitForFunction(() => {
-      const app = window.jupyterapp;
-      const panel = app && app.shell.currentWidget;
-      const kernel = panel && panel.sessionContext && panel.sessionContext.session
-        && panel.sessionContext.session.kernel;
-      return kernel && kernel.status === "idle";
-    }, null, { timeout: 120_000 });
-
-    step = `${CODE} underlined in the kernel cell`;
-    log(step);
     const kernelCell = cells.nth(KERNEL_CELL);
     const underline = kernelCell.locator(".cm-lintRange-error");
-    await underline.first().waitFor({ timeout: 120_000 });
+    // jupyterlab-lsp sometimes starts no language server for the first page
+    // (seen once in CI: every session "not_started"); that page is loaded once
+    // more. The server must still underline the bug (the assertion is the same).
+    for (let attempt = 1; ; attempt++) {
+      step = "open the notebook";
+      log(`${step}: ${URL.replace(/token=[0-9a-f]+/, "token=…")}`);
+      await page.goto(URL, { waitUntil: "domcontentloaded", timeout: 120_000 });
+      await kernelCell.locator(".cm-line", { hasText: "make_async_copy" })
+        .waitFor({ timeout: 120_000 });
+
+      step = "the kernel is idle (jupyterlab-lsp takes the language from it)";
+      log(step);
+      await page.waitForFunction(() => {
+        const app = window.jupyterapp;
+        const panel = app && app.shell.currentWidget;
+        const kernel = panel && panel.sessionContext && panel.sessionContext.session
+          && panel.sessionContext.session.kernel;
+        return kernel && kernel.status === "idle";
+      }, null, { timeout: 120_000 });
+
+      step = `${CODE} underlined in the kernel cell`;
+      log(step);
+      try {
+        await underline.first().waitFor({ timeout: attempt === 1 ? 45_000 : 120_000 });
+        break;
+      } catch (err) {
+        // Only that failure is retried: jupyter-lsp says it started no pallas-lsp.
+        const status = await page.evaluate(async (url) => {
+          const r = await fetch(url);
+          const s = (await r.json()).sessions["pallas-lsp"];
+          return s ? s.status : "missing";
+        }, URL.replace(/\/lab\/tree\/[^?]*/, "/lsp/status"));
+        if (attempt > 1 || status !== "not_started") throw err;
+        log("jupyter-lsp started no pallas-lsp (status not_started): loading the page again");
+      }
+    }
     const underlined = (await underline.first().innerText()).trim();
     log(`underlined: ${underlined}`);
     if (underlined !== "x_ref[...]") throw new Error(`unexpected underline: ${underlined}`);
