@@ -318,3 +318,75 @@ def test_code_after_a_return_is_left_alone():
         pltpu.sync_copy(a[...], b)
     """
     assert floor_only(body) == []
+
+
+# ---------------------------------------------------------------- what the function says of a name
+
+
+@pytest.mark.parametrize("body, code", [
+    # `a.at[...]` elsewhere: `a` is a Ref, so `a[i]` reads it
+    ("def k(a, b, s, i):\n    pltpu.make_async_copy(a.at[0], b, s).start()\n"
+     "    pltpu.make_async_copy(a[i], b, s).start()\n", "PAL101"),
+    # a store `a[...] = v` shows the same
+    ("def k(a, b, s, i):\n    a[...] = a[...] + 1\n    pltpu.sync_copy(a[i, 1], b)\n", "PAL101"),
+    # the evidence in a `pl.when` body (a nested def): traced too
+    ("def k(a, b, s, i):\n    @pl.when(i == 0)\n    def _():\n"
+     "        pltpu.sync_copy(a.at[0], b)\n    pltpu.async_copy(b, a[i], s).wait()\n", "PAL101"),
+    # through a temporary
+    ("def k(a, b, s, i):\n    src = a[i]\n    pltpu.make_async_copy(a.at[0], b, s).start()\n"
+     "    pltpu.make_async_copy(src, b, s).start()\n", "PAL101"),
+    # a semaphore array given whole where `.at[i]` selects one elsewhere
+    ("def k(a, b, sems):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+     "    pltpu.make_async_copy(a, b, sems).start()\n", "PAL103"),
+    ("def k(a, b, ss, rs):\n"
+     "    pltpu.make_async_remote_copy(a, b, ss.at[0], rs.at[0], device_id=(1,)).start()\n"
+     "    pltpu.make_async_remote_copy(a, b, ss.at[1], rs, device_id=(1,)).start()\n", "PAL103"),
+    ("def k(a, b, ss, rs):\n"
+     "    pltpu.make_async_remote_copy(a, b, ss.at[0], rs.at[0], device_id=(1,)).start()\n"
+     "    pltpu.make_async_remote_copy(a, b, ss, rs.at[1], device_id=(1,)).start()\n", "PAL104"),
+    # evidence before an `if` that holds the DMA: traced whenever the DMA is
+    ("def k(a, b, sems, c):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+     "    if c:\n        pltpu.async_copy(a, b, sems).wait()\n", "PAL103"),
+])
+def test_the_function_says_the_name_is_a_ref(body, code):
+    got = floor_only(body)
+    assert [f.code for f in got] == [code], body
+    f = got[0]
+    if code == "PAL101" and "holds a read" in f.detail:
+        assert not f.fixes  # the read is on another line: no edit at the argument
+    elif code == "PAL101":
+        assert f.fixes and ".at[" in f.fixes[0].edits[0].new_text
+    else:
+        assert f.message == "Cannot signal on a non-()-shaped semaphore: …"
+        assert "selects one of them with" in f.detail
+        assert f.fixes and not f.fixes[0].safe
+
+
+@pytest.mark.parametrize("body", [
+    # no evidence: `refs` may be a list of Refs
+    "def k(refs, b, s):\n    pltpu.make_async_copy(refs[0], b, s).start()\n",
+    # evidence in another function binds another name
+    "def j(a, b, s):\n    pltpu.make_async_copy(a.at[0], b, s).start()\n\n"
+    "def k(a, b, s):\n    pltpu.make_async_copy(a[0], b, s).start()\n",
+    # evidence only under a branch the DMA is not in
+    "def k(a, b, sems, c):\n    if c:\n        pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    else:\n        pltpu.make_async_copy(a, b, sems).start()\n",
+    "def k(a, b, sems, c):\n    if c:\n        pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    pltpu.make_async_copy(a, b, sems).start()\n",
+    "def k(a, b, s):\n    try:\n        pltpu.sync_copy(a.at[0], b)\n    except AttributeError:\n"
+    "        pass\n    pltpu.sync_copy(a[0], b)\n",
+    "def k(a, b, s):\n    x = [a.at[1] for _ in range(2) if s]\n    pltpu.sync_copy(a[0], b)\n",
+    # the name is bound twice: two values
+    "def k(a, b, s):\n    pltpu.make_async_copy(a.at[0], b, s).start()\n    a = [b, b]\n"
+    "    pltpu.make_async_copy(a[0], b, s).start()\n",
+    # `.at[...]` alone is taken by a scalar semaphore as well
+    "def k(a, b, sem):\n    pltpu.make_async_copy(a, b, sem.at[...]).start()\n"
+    "    pltpu.make_async_copy(a, b, sem).start()\n",
+    # a wait-only descriptor: JAX checks the semaphore's shape at `.start()`
+    "def k(a, b, sems):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    pltpu.make_async_copy(a, b, sems).wait()\n",
+    # a global name may be anything
+    "def k(b, s):\n    global a\n    pltpu.sync_copy(a.at[0], b)\n    pltpu.sync_copy(a[0], b)\n",
+])
+def test_no_evidence_no_finding(body):
+    assert floor_only(body) == [], body

@@ -19,7 +19,14 @@ text settles the question:
 * PAL108: a negative integer literal as `priority` of `async_copy` or of a
   descriptor's `.start()`;
 * PAL105: a remote copy with `device_id=None` and a send semaphore that
-  cannot be None (or the reverse).
+  cannot be None (or the reverse);
+* PAL101 / PAL103 / PAL104 from what the function itself says of a name
+  (`_Evidence`): where `x.at[i]` (or `x[...]`) is written, `x` is a Ref (or an
+  Array), never a list or dict, so a DMA argument `x[i]` elsewhere is a read,
+  and where `sems.at[i]` is written, `sems` has a rank, so a started DMA given
+  the bare `sems` signals a whole semaphore array. The name must have one
+  binding and the evidence must be traced whenever the DMA is (no `if` branch
+  of its own that the DMA is not also in).
 
 A descriptor or a value is followed through a name only when that name has
 exactly one binding, a plain `name = <expr>`, in its scope (no parameter,
@@ -40,14 +47,17 @@ from pallas_lsp.engine import api
 from pallas_lsp.engine.model import Span
 from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal102_send_sem_not_ref as pal102,
+                                     pal103_dst_sem_not_scalar as pal103,
+                                     pal104_send_sem_not_scalar as pal104,
                                      pal105_src_sem_device_id as pal105,
                                      pal106_wait_send_local as pal106,
                                      pal108_negative_priority as pal108,
                                      pal110_wait_sem_not_ref as pal110)
-from pallas_lsp.engine.rules._base import Context, Finding, explain_read, raised_at, ref_fix
+from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, explain_read, raised_at,
+                                           ref_fix)
 from pallas_lsp.engine.syntax import _FIELDS, _fields, children
 
-CODES = ("PAL101", "PAL102", "PAL105", "PAL106", "PAL108", "PAL110")
+CODES = ("PAL101", "PAL102", "PAL103", "PAL104", "PAL105", "PAL106", "PAL108", "PAL110")
 
 _LOCAL = {"make_async_copy", "async_copy"}
 _REMOTE = {"make_async_remote_copy", "async_remote_copy"}
@@ -341,6 +351,106 @@ def _never_none(node) -> bool:
 # ---------------------------------------------------------------- descriptors
 
 
+class _Evidence:
+    """What the file's own text says a name is: `x.at[...]` and `x[...]`
+    (a load or store no list or dict takes) show that the name, in the scope
+    that binds it once, is a Ref or an Array."""
+
+    def __init__(self, f: "_File", is_ds):
+        self.f = f
+        # (id(binding scope), name) -> [(node, rank or None, branch path)]
+        self.seen: dict[tuple, list] = {}
+        parent = f.parent
+        for name in f.loads:
+            up = parent.get(id(name))
+            rank = None
+            if isinstance(up, ast.Attribute) and up.attr == "at" and up.value is name:
+                sub = parent.get(id(up))
+                if not (isinstance(sub, ast.Subscript) and sub.value is up):
+                    continue
+                rank = _index_rank(sub.slice)
+                node = sub
+            elif isinstance(up, ast.Subscript) and up.value is name and _reads_or_writes(up, is_ds):
+                node = up
+            else:
+                continue
+            key = self.key(name.id, f.scope_of[id(name)])
+            if key is not None:
+                self.seen.setdefault(key, []).append((node, rank, self.path(node, key[0])))
+
+    def key(self, name: str, scope: _Scope):
+        """(id(scope binding `name` once), name), or None."""
+        if name in self.f.tainted:
+            return None
+        s, first = scope, True
+        while s is not None:
+            if s.kind == "class" and not first:
+                s = s.parent
+                continue
+            first = False
+            binds = s.binds.get(name)
+            if binds:
+                return (id(s.node), name) if len(binds) == 1 else None
+            s = s.parent
+        return None
+
+    def path(self, node, top_id) -> frozenset:
+        """The branches (`if` arms, `try` bodies, handlers, cases, filters) `node` sits in,
+        up to the function binding the name; nested defs are traced when
+        called (`pl.when`, `lax.cond`, helpers), so they add none."""
+        out, parent = set(), self.f.parent
+        child, up = node, parent.get(id(node))
+        while up is not None and id(child) != top_id:
+            if isinstance(up, (ast.If, ast.IfExp)):
+                if child is not up.test:
+                    out.add((id(up), child in up.body if isinstance(up.body, list)
+                             else child is up.body))
+            elif isinstance(up, (ast.ExceptHandler, ast.match_case, ast.comprehension)):
+                out.add((id(up), True))
+            elif isinstance(up, _TRY) and child in up.body:  # `.at` may be what raised
+                out.add((id(up), True))
+            elif isinstance(up, _COMPS) and any(g.ifs for g in up.generators):
+                out.add((id(up), True))  # a filtered element
+            elif isinstance(up, ast.BoolOp) and up.values and child is not up.values[0]:
+                out.add((id(up), True))
+            child, up = up, parent.get(id(up))
+        return frozenset(out)
+
+    def of(self, name: ast.Name, scope: _Scope, *, ranked: bool):
+        """Evidence for `name` read at its place that is traced whenever that
+        place is (`ranked`: only `x.at[i]` with a real index)."""
+        key = self.key(name.id, scope)
+        if key is None:
+            return None
+        here = self.path(name, key[0])
+        for node, rank, path in self.seen.get(key, ()):
+            if (rank if ranked else True) and path <= here:
+                return node, rank
+        return None
+
+
+_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
+
+
+def _index_rank(index) -> int | None:
+    """How many axes `x.at[index]` names at least; None for `...` / `()`
+    alone (which a scalar takes as well)."""
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    n = sum(1 for e in items if not (isinstance(e, ast.Constant) and e.value is Ellipsis))
+    return n or None
+
+
+def _reads_or_writes(sub: ast.Subscript, is_ds) -> bool:
+    """`x[...]`-like in a load or a store: an index no list or dict takes."""
+    if isinstance(sub.ctx, ast.Load):
+        return _is_load(sub, is_ds)
+    if not isinstance(sub.ctx, ast.Store):
+        return False
+    copy = ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Load())
+    return _is_load(copy, is_ds)
+
+
 class _Maker:
     """One `make_async_copy(...)`-like call and what is seen done with it."""
     __slots__ = ("call", "api", "scope", "args", "ops", "escaped")
@@ -361,6 +471,21 @@ class _Floor:
         self.f = _File(ctx.src.tree)
         self.makers: dict[int, _Maker] = {}
         self.helpers: dict[int, list[_Maker]] = {}  # id(def) -> makers it returns
+        self._evidence: _Evidence | None = None
+
+    @property
+    def evidence(self) -> _Evidence:
+        if self._evidence is None:
+            self._evidence = _Evidence(self.f, self._is_ds)
+        return self._evidence
+
+    def _is_ds(self, func) -> bool:
+        """`func` names `pl.ds` (resolved where its base name is read)."""
+        base = func
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        scope = self.f.scope_of.get(id(base)) if isinstance(base, ast.Name) else None
+        return scope is not None and self.f.pallas_api(func, scope) in _DS
 
     def span(self, node) -> Span:
         return self.ctx.span(node)
@@ -572,12 +697,29 @@ class _Floor:
         def is_ds(func):
             return self.f.pallas_api(func, m.scope) in _DS
 
-        if _is_load(node, is_ds):
+        if _is_load(node, is_ds) or self._evident_load(node, m.scope):
             return node
         via = self.f.value_of(node, m.scope)
-        if via is not None and _is_load(via, is_ds):
+        if via is not None and (_is_load(via, is_ds) or self._evident_load(via, m.scope)):
             return via
         return None
+
+    def _evident_load(self, node, scope) -> bool:
+        """`x[i]` where the function shows `x` is a Ref or an Array (`_Evidence`)."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name)):
+            return False
+        name = node.value
+        return self.evidence.of(name, self.f.scope_of.get(id(name), scope), ranked=False) \
+            is not None
+
+    def _whole_sem_array(self, node, m: _Maker):
+        """The `x.at[i]` showing that the bare name `node`, given as a started
+        DMA's semaphore, is a semaphore array; None otherwise."""
+        if not isinstance(node, ast.Name):
+            return None
+        got = self.evidence.of(node, self.f.scope_of.get(id(node), m.scope), ranked=True)
+        return got
 
     def _explain(self, role: str, node, load) -> tuple[str, tuple]:
         what = explain_read(self.ctx, load, sem=role.endswith("semaphore"))
@@ -614,6 +756,8 @@ class _Floor:
                     yield Finding(code=pal101.CODE, message=pal101.MESSAGE, span=self.span(node),
                                   detail=detail, fixes=fixes,
                                   related=self._related(m, ("start",)))
+                if not found:
+                    yield from self._whole_arrays(m)
                 send = a.get("send_sem")
                 if m.remote and not found and send is not None:
                     load = self._load(send, m)
@@ -644,6 +788,28 @@ class _Floor:
                                       + detail[0].lower() + detail[1:]),
                               fixes=fixes,
                               related=self._related(m, ("wait", "wait_recv", "wait_send")))
+
+
+    def _whole_arrays(self, m: _Maker):
+        """PAL103 / PAL104: a started DMA given a bare name its function also
+        indexes with `.at[i]` as its (receive or send) semaphore."""
+        roles = [("recv_sem", pal103.CODE, "receive"), ("send_sem", pal104.CODE, "send")] \
+            if m.remote else [("sem", pal103.CODE, "completion")]
+        for key, code, role in roles:
+            node = m.args.get(key)
+            got = self._whole_sem_array(node, m) if node is not None else None
+            if got is None:
+                continue
+            at, rank = got
+            text = self.text(node)
+            # `…`: a value only the running program knows (the array's shape)
+            yield Finding(
+                code=code, message=pal103.MESSAGE.format(shape="…"), span=self.span(node),
+                detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one "
+                        f"of them with `{self.text(at)}`. A DMA signals exactly one {role} "
+                        f"semaphore, so select it with `{text}.at[i]`."),
+                fixes=at_fix(self.ctx, node, (None,) * rank),
+                related=self._related(m, ("start",)))
 
 
 def check(ctx: Context, interp=None):
