@@ -354,29 +354,41 @@ def _never_none(node) -> bool:
 class _Evidence:
     """What the file's own text says a name is: `x.at[...]` and `x[...]`
     (a load or store no list or dict takes) show that the name, in the scope
-    that binds it once, is a Ref or an Array."""
+    that binds it once, is a Ref or an Array. Built lazily: most files never
+    ask."""
 
     def __init__(self, f: "_File", is_ds):
-        self.f = f
-        # (id(binding scope), name) -> [(node, rank or None, branch path)]
-        self.seen: dict[tuple, list] = {}
-        parent = f.parent
-        for name in f.loads:
-            up = parent.get(id(name))
-            rank = None
-            if isinstance(up, ast.Attribute) and up.attr == "at" and up.value is name:
-                sub = parent.get(id(up))
-                if not (isinstance(sub, ast.Subscript) and sub.value is up):
-                    continue
-                rank = _index_rank(sub.slice)
-                node = sub
-            elif isinstance(up, ast.Subscript) and up.value is name and _reads_or_writes(up, is_ds):
-                node = up
-            else:
-                continue
-            key = self.key(name.id, f.scope_of[id(name)])
-            if key is not None:
-                self.seen.setdefault(key, []).append((node, rank, self.path(node, key[0])))
+        self.f, self.is_ds = f, is_ds
+        self._by_name: dict[str, list] | None = None
+        self._resolved: dict[tuple, list] = {}
+
+    def _candidates(self) -> dict[str, list]:
+        """name -> [(its Name node, the `x.at[i]` / `x[...]` node, rank)], built once."""
+        if self._by_name is None:
+            self._by_name = {}
+            parent = self.f.parent
+            for name in self.f.loads:
+                up = parent.get(id(name))
+                if up.__class__ is ast.Attribute and up.attr == "at":
+                    sub = parent.get(id(up))
+                    if sub.__class__ is ast.Subscript and sub.value is up:
+                        self._by_name.setdefault(name.id, []).append(
+                            (name, sub, _index_rank(sub.slice)))
+                elif up.__class__ is ast.Subscript and up.value is name \
+                        and _reads_or_writes(up, self.is_ds):
+                    self._by_name.setdefault(name.id, []).append((name, up, None))
+        return self._by_name
+
+    def _evidence(self, key) -> list:
+        """[(node, rank, branch path)] for the name bound once at `key`."""
+        got = self._resolved.get(key)
+        if got is None:
+            got = []
+            for name, node, rank in self._candidates().get(key[1], ()):
+                if self.key(name.id, self.f.scope_of[id(name)]) == key:
+                    got.append((node, rank, self.path(node, key[0])))
+            self._resolved[key] = got
+        return got
 
     def key(self, name: str, scope: _Scope):
         """(id(scope binding `name` once), name), or None."""
@@ -422,8 +434,11 @@ class _Evidence:
         key = self.key(name.id, scope)
         if key is None:
             return None
+        found = self._evidence(key)
+        if not found:
+            return None
         here = self.path(name, key[0])
-        for node, rank, path in self.seen.get(key, ()):
+        for node, rank, path in found:
             if (rank if ranked else True) and path <= here:
                 return node, rank
         return None
