@@ -459,6 +459,14 @@ def join_all(values) -> Value:
     return out
 
 
+def tuple_items(v: Value) -> Seq | None:
+    """A NamedTuple instance as the tuple it also is (fields in order), for
+    iterating, unpacking and `*args`; None for anything else."""
+    if not (isinstance(v, Instance) and getattr(v.cls, "tuple_like", False)):
+        return None
+    return Seq(items=tuple(v.attrs.get(f, UNKNOWN) for f in v.cls.fields))
+
+
 def is_record(v: Value) -> bool:
     """An instance of the file's own dataclass / NamedTuple (a pytree node)."""
     return isinstance(v, Instance) and getattr(v.cls, "record", False)
@@ -489,6 +497,8 @@ class ClassVal(Value):
         # Some bases are not known (a library's TestCase): an attribute not
         # found on the class may still exist (Unknown, never an error).
         object.__setattr__(self, "open", False)
+        # A NamedTuple: its instances are also tuples of their fields.
+        object.__setattr__(self, "tuple_like", False)
 
     __hash__ = object.__hash__
 

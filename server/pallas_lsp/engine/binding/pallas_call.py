@@ -18,7 +18,7 @@ from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Choice, GridSpec, Instance,
-                                      OperandDecl, Partial, ShapeDtype, StarUnknown)
+                                      OperandDecl, Partial, ShapeDtype, StarUnknown, is_record)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -176,7 +176,7 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     # Scratch: a dict becomes keyword arguments.
     scratch_pos: list[Value] | None = []
     scratch_kw: dict[str, Value] = {}
-    sv = pc.scratch
+    sv = _record_as_tuple(pc.scratch)
     if isinstance(sv, Seq) and sv.keys is not None:
         for k, item in zip(sv.keys, sv.items):
             scratch_kw[str(k)] = scratch_value(item, f"scratch_shapes[{k!r}]")
@@ -322,3 +322,17 @@ def _hashable(x) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _record_as_tuple(v: Value) -> Value:
+    """Scratch given as a NamedTuple (or a dataclass pytree) of allocations,
+    `Scratch(buf=pltpu.VMEM(...), sem=...)`: JAX flattens it by field, so
+    the kernel receives the fields in their declared order. A field holding
+    a nested structure is not followed (its leaves would shift the rest)."""
+    if not is_record(v):
+        return v
+    names = [f for f in v.cls.fields if f not in v.cls.static]
+    items = tuple(v.attrs.get(f, UNKNOWN) for f in names)
+    if not names or any(isinstance(x, (Seq, Instance)) for x in items):
+        return UNKNOWN
+    return Seq(items=items)

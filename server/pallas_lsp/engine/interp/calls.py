@@ -26,7 +26,7 @@ from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bound, Choice,
                                       ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
                                       Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
-                                      SuperCell, as_view, iter_of, join_all)
+                                      SuperCell, as_view, iter_of, join_all, tuple_items)
 from pallas_lsp.engine.values import declared
 
 
@@ -100,6 +100,7 @@ class CallsMixin:
         for a in node.args:
             if isinstance(a, ast.Starred):
                 v = self.eval(a.value, frame)
+                v = tuple_items(v) or v
                 if isinstance(v, Seq):
                     args.extend(Arg(None, item) for item in v.items)
                 elif isinstance(v, SeqOf) and v.elem is not UNKNOWN:

@@ -144,6 +144,8 @@ class DefinitionsMixin:
         object.__setattr__(cls, "open", open_)
         object.__setattr__(cls, "class_attrs", attrs)
         object.__setattr__(cls, "parents", tuple(parents))
+        object.__setattr__(cls, "tuple_like",
+                           namedtuple or any(getattr(p, "tuple_like", False) for p in parents))
         if is_buffered:
             object.__setattr__(cls, "buffered", True)
             for stmt in node.body:
@@ -210,6 +212,7 @@ class DefinitionsMixin:
             return UNKNOWN
         node = ast.ClassDef(name=name.value, bases=[], keywords=[], body=[], decorator_list=[])
         cls = ClassVal(node, frame.scope, {}, tuple(names), True)
+        object.__setattr__(cls, "tuple_like", True)
         object.__setattr__(cls, "class_attrs", {})
         object.__setattr__(cls, "parents", ())
         return cls

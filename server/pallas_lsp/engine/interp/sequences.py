@@ -11,7 +11,7 @@ from pallas_lsp.engine import pyops
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.frames import Frame, Scope
 from pallas_lsp.engine.model import Const, Seq, Value
-from pallas_lsp.engine.values import UNKNOWN, Iter, Partial, SeqOf, join_all
+from pallas_lsp.engine.values import UNKNOWN, Iter, Partial, SeqOf, join_all, tuple_items
 
 
 # A display of more constants than this is data (the huge ones never reach the
@@ -36,6 +36,7 @@ class SequencesMixin:
         for elt in node.elts:
             if isinstance(elt, ast.Starred):
                 inner = self.eval(elt.value, frame)
+                inner = tuple_items(inner) or inner
                 if isinstance(inner, Seq):
                     items.extend(inner.items)
                     continue
@@ -128,6 +129,7 @@ class SequencesMixin:
 
     def expand(self, it: Value, limit: int = 64) -> list[Value] | None:
         """The items of a finite iterable the engine knows element by element."""
+        it = tuple_items(it) or it
         if isinstance(it, Seq) and it.keys is None and len(it.items) <= limit:
             return list(it.items)
         if isinstance(it, pyops.Range) and 0 <= it.n <= limit:
@@ -203,6 +205,7 @@ class SequencesMixin:
         return UNKNOWN, UNKNOWN
 
     def iter_item(self, it: Value) -> Value:
+        it = tuple_items(it) or it
         if isinstance(it, SeqOf):
             return it.elem
         if isinstance(it, Partial):

@@ -11,7 +11,7 @@ from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.events import Arg, RefAccess
 from pallas_lsp.engine.frames import Frame, Scope
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Space, Value
-from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, Spec, join
+from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, Spec, join, tuple_items
 from pallas_lsp.engine.values import instance_writes
 
 MAX_LOOP_UNROLL_DEPTH = 2  # loops nested deeper than this run their body once
@@ -283,6 +283,7 @@ class StatementsMixin:
         elif isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
             star = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), None)
+            value = tuple_items(value) or value
             if isinstance(value, Partial):
                 self.assign_partial(elts, star, value, frame)
                 return
