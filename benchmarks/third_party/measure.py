@@ -326,6 +326,7 @@ class Finder:
         self.lib, self.rel, self.src, self.tree, self.aliases = lib, rel, src, tree, aliases
         self.mutants: list[Mutant] = []
         self.skipped = collections.Counter()  # via_temp not applicable, per class
+        self.excluded = collections.Counter()  # sites whose edit is no bug, per class
         self.nodes = nodes
         self.parents: dict[ast.AST, ast.AST] = {}
         for parent in nodes:
@@ -435,6 +436,15 @@ class Finder:
         """Record the plain mutant, and its via_temp twin when `node` (the edited
         expression) can move to a temporary."""
         line = node.lineno
+        # Not bugs, so not mutants: code after a `return` / `raise` / `break` /
+        # `continue` of its block (JAX never traces it), and dropping an
+        # `.at[...]` of `...` alone (the same semaphore either way).
+        if self._unreachable(node):
+            self.excluded[cls + " (unreachable code)"] += 1
+            return
+        if cls.startswith("sem_drop") and _ellipsis_only(node):
+            self.excluded[cls + " (.at[...] dropped: the same Ref)"] += 1
+            return
         site, use = self._site(node)
         if cls in ("priority_neg", "wait_send_local"):
             use = "start" if cls == "priority_neg" else "wait"
@@ -453,6 +463,21 @@ class Finder:
                                    self.src.lines[line - 1], shown, edits2,
                                    inserted_line=ins_line, note=note, site_line=site,
                                    use=use))
+
+    def _unreachable(self, node) -> bool:
+        cur = node.anchor if isinstance(node, _Inserted) else node
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Lambda, ast.Module)):
+            up = self.parents.get(cur)
+            if isinstance(cur, ast.stmt) and up is not None:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    block = getattr(up, field, None)
+                    if isinstance(block, list) and cur in block:
+                        if any(isinstance(b, (ast.Return, ast.Raise, ast.Break, ast.Continue))
+                               for b in block[:block.index(cur)]):
+                            return True
+            cur = up
+        return False
 
     def _site(self, node) -> tuple[int, str]:
         """The line of the DMA call around `node`, and how its descriptor is used."""
@@ -700,6 +725,7 @@ class Library:
     unparsable: list = dataclasses.field(default_factory=list)    # kernel-looking, not parsable here
     mutants: list = dataclasses.field(default_factory=list)
     not_via_temp: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    excluded: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     chained_sem: int = 0
 
 
@@ -740,6 +766,7 @@ def scan(lib: Library) -> None:
                 seen.add(key)
                 lib.mutants.append(m)
         lib.not_via_temp.update(finder.skipped)
+        lib.excluded.update(finder.excluded)
     lib.chained_sem = sum(1 for m in lib.mutants if m.note == "chained .at"
                           and not m.cls.endswith("_via_temp"))
 
@@ -1136,6 +1163,12 @@ def render(libs, stats, classes, regex_stats, alarms, coverage, elapsed, fingerp
         out.append("via_temp not applicable (call inside a lambda/comprehension/compound "
                    "statement header, or sharing a line): "
                    + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())) + ".")
+    excluded = collections.Counter()
+    for lib in libs:
+        excluded.update(lib.excluded)
+    if excluded:
+        out.append("Edits left out as no bug: "
+                   + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items())) + ".")
     out.append("")
     out.append("## Diagnostics on unmodified code")
     out.append("")
@@ -1525,3 +1558,9 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _ellipsis_only(node) -> bool:
+    """`x.at[...]` (the edited semaphore argument): its index is `...` alone."""
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+        and node.slice.value is Ellipsis

@@ -390,3 +390,28 @@ def test_the_function_says_the_name_is_a_ref(body, code):
 ])
 def test_no_evidence_no_finding(body):
     assert floor_only(body) == [], body
+
+
+def test_a_name_the_file_never_binds_is_one_value_within_its_function():
+    """A docs page's functions use the kernel's parameters without binding
+    them: within one top-level function the placeholder is one value."""
+    body = ("def scatter(e):\n    def one(i):\n"
+            "        pltpu.make_async_copy(src.at[i], dst.at[i], recv_sems.at[e]).start()\n"
+            "        pltpu.async_remote_copy(src.at[i], dst.at[i], send_sems.at[e], recv_sems,\n"
+            "                                device_id=(1,))\n    return one\n")
+    got = floor_only(body)
+    assert [f.code for f in got] == ["PAL103"]
+    assert "recv_sems.at[e]" in got[0].detail
+
+
+@pytest.mark.parametrize("body", [
+    # two functions of a docs page: maybe two snippets' different things
+    "def a():\n    pltpu.make_async_copy(x, y, sems.at[0]).start()\n\n"
+    "def b():\n    pltpu.make_async_copy(x, y, sems).start()\n",
+    # module-level snippets, likewise
+    "pltpu.make_async_copy(x.at[0], y, sems.at[0]).start()\n"
+    "pltpu.async_copy(x, y, sems)\n"
+    "pltpu.async_copy(x[0], y, s)\n",
+])
+def test_unbound_names_across_snippets_are_left_alone(body):
+    assert floor_only(body) == [], body

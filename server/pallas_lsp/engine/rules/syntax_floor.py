@@ -391,10 +391,13 @@ class _Evidence:
         return got
 
     def key(self, name: str, scope: _Scope):
-        """(id(scope binding `name` once), name), or None."""
+        """(id(scope binding `name` once), name), or None. A name the file
+        never binds (a docs page's placeholder for a kernel's parameter, a
+        star import's) is one value within a top-level function: uses in two
+        functions, or at module level, may be different snippets' things."""
         if name in self.f.tainted:
             return None
-        s, first = scope, True
+        s, first, top = scope, True, None
         while s is not None:
             if s.kind == "class" and not first:
                 s = s.parent
@@ -403,8 +406,10 @@ class _Evidence:
             binds = s.binds.get(name)
             if binds:
                 return (id(s.node), name) if len(binds) == 1 else None
+            if s.parent is not None and s.parent.parent is None:
+                top = s  # the top-level def (or class) around the use
             s = s.parent
-        return None
+        return (id(top.node), name) if top is not None and top.kind == "function" else None
 
     def path(self, node, top_id) -> frozenset:
         """The branches (`if` arms, `try` bodies, handlers, cases, filters) `node` sits in,
