@@ -465,9 +465,9 @@ class Finder:
                                    use=use))
 
     def _unreachable(self, node) -> bool:
+        """After an exit of its block, or inside a def that is (never defined)."""
         cur = node.anchor if isinstance(node, _Inserted) else node
-        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                       ast.Lambda, ast.Module)):
+        while cur is not None and not isinstance(cur, ast.Module):
             up = self.parents.get(cur)
             if isinstance(cur, ast.stmt) and up is not None:
                 for field in ("body", "orelse", "finalbody", "handlers"):

@@ -344,6 +344,9 @@ def test_code_after_a_return_is_left_alone():
     ("def k(a, b, ss, rs):\n"
      "    pltpu.make_async_remote_copy(a, b, ss.at[0], rs.at[0], device_id=(1,)).start()\n"
      "    pltpu.make_async_remote_copy(a, b, ss, rs.at[1], device_id=(1,)).start()\n", "PAL104"),
+    # the bare array moved to a temporary first
+    ("def k(a, b, sems):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+     "    s = sems\n    pltpu.make_async_copy(a, b, s).start()\n", "PAL103"),
     # evidence before an `if` that holds the DMA: traced whenever the DMA is
     ("def k(a, b, sems, c):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
      "    if c:\n        pltpu.async_copy(a, b, sems).wait()\n", "PAL103"),

@@ -171,6 +171,10 @@ def measure(src, interp, events: Events) -> FileCoverage:
             continue
         span = src.span(node)
         hit = status.get(id(node))
+        if id(node) in src.dead:
+            # Nothing to know: JAX never traces it.
+            cov.sites.append(Site(kind, t, span.line, span.col, False, True, [], _DEAD))
+            continue
         if kind == "ref":
             reached = any(a.node is node and a.kernel_id for a in events.accesses)
             site = Site(kind, t, span.line, span.col, reached, reached, [],
@@ -228,6 +232,7 @@ def measure(src, interp, events: Events) -> FileCoverage:
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_DEAD = "never runs: after a `return`, `raise`, `break` or `continue` of its block"
 
 
 def _enclosing_functions(tree: ast.AST) -> dict[int, ast.AST]:

@@ -10,6 +10,7 @@ from dataclasses import field
 from pallas_lsp.engine.literals import opaque_displays
 from pallas_lsp.engine.model import Span
 from pallas_lsp.engine.records import record
+from pallas_lsp.engine.syntax import dead_code
 
 # Files bigger than this are not analysed (generated code); the caller is told.
 MAX_BYTES = 5_000_000
@@ -28,6 +29,14 @@ class Source:
     _wide: set | None = field(default=None, repr=False, compare=False)
     # Whether the text says it is for a TPU (backend.names_tpu), once asked.
     says_tpu: bool | None = field(default=None, repr=False, compare=False)
+    _dead: frozenset | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def dead(self) -> frozenset:
+        """ids of the nodes after an exit of their block (syntax.dead_code), once."""
+        if self._dead is None:
+            self._dead = dead_code(self.tree)
+        return self._dead
 
     def span(self, node: ast.AST) -> Span:
         """Code-point span of a node (ast columns are UTF-8 byte offsets)."""

@@ -50,3 +50,27 @@ def children(node: ast.AST) -> list[ast.AST]:
         elif isinstance(v, ast.AST):
             out.append(v)
     return out
+
+
+_EXITS = (ast.Return, ast.Raise, ast.Break, ast.Continue)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def dead_code(tree: ast.AST) -> frozenset[int]:
+    """ids of the nodes Python never runs: every statement after a `return`,
+    `raise`, `break` or `continue` of its block, and all inside it (a def
+    there is never defined, so its body never runs either)."""
+    dead: set[int] = set()
+    for node in walk(tree):
+        if id(node) in dead:
+            continue
+        for name in _BLOCKS:
+            block = getattr(node, name, None)
+            if block.__class__ is not list:
+                continue
+            for i, stmt in enumerate(block):
+                if isinstance(stmt, _EXITS):
+                    for after in block[i + 1:]:
+                        dead.update(map(id, walk(after)))
+                    break
+    return frozenset(dead)

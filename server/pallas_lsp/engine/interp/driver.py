@@ -72,7 +72,10 @@ class DriverMixin:
             # Functions nobody called in this file (wrappers, tests, methods):
             # run them with unknown arguments so their pallas_call sites and
             # run_scoped bodies are seen.
+            dead = self.src.dead  # defs after a `return`: never defined, never run
             for node in functions:
+                if id(node) in dead:
+                    continue
                 if id(node) not in self._entered and (id(node) in relevant
                                                       or id(node) in self._buffered_methods):
                     # A nested def runs in the closure it was defined in (a

@@ -56,10 +56,12 @@ def judged_launches(ctx) -> list[Launch]:
     return [la for la in tpu_launches(ctx.events) if _says_tpu(ctx, la)]
 
 
-def judged_kernel_ids(ctx) -> set[int]:
-    """The kernels of TensorCore launches that say they are for a TPU."""
+def judged_kernel_ids(ctx, *, sparsecore: bool = False) -> set[int]:
+    """The kernels of TensorCore launches that say they are for a TPU (with
+    `sparsecore`, SparseCore ones too: for checks of an op both lowerings
+    emit, proven on both)."""
     return {la.kernel_id for la in ctx.events.launches
-            if la.backend == "tpu" and la.core != SPARSECORE and la.kernel_id
+            if la.backend == "tpu" and (sparsecore or la.core != SPARSECORE) and la.kernel_id
             and _says_tpu(ctx, la)}
 
 

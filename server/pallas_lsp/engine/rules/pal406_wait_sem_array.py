@@ -21,7 +21,9 @@ MESSAGE = "DMA wait semaphore must be rank 0"
 
 
 def check(ctx: Context):
-    kernels = judged_kernel_ids(ctx)
+    # SparseCore kernels too: its lowering emits the same `tpu.wait_dma2`
+    # (tests/compile/test_sc_wait_rule.py, v5p and v6e, both subcores).
+    kernels = judged_kernel_ids(ctx, sparsecore=True)
     for call, _ in wait_only(ctx):
         if call.kernel_id not in kernels:
             continue

@@ -41,6 +41,7 @@ same span. `PALLAS_LSP_NO_SYNTAX_FLOOR=1` turns the layer off (measurements).
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 from pallas_lsp.engine import api
@@ -453,6 +454,15 @@ _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 
 
+def _names_ds(f: "_File", func) -> bool:
+    """`func` names `pl.ds` (resolved where its base name is read)."""
+    base = func
+    while isinstance(base, ast.Attribute):
+        base = base.value
+    scope = f.scope_of.get(id(base)) if isinstance(base, ast.Name) else None
+    return scope is not None and f.pallas_api(func, scope) in _DS
+
+
 def _index_rank(index) -> int | None:
     """How many axes `x.at[index]` names at least; None for `...` / `()`
     alone (which a scalar takes as well)."""
@@ -496,37 +506,18 @@ class _Floor:
     @property
     def evidence(self) -> _Evidence:
         if self._evidence is None:
-            self._evidence = _Evidence(self.f, self._is_ds)
+            # (a function of `f` alone: a method of ours would make a cycle)
+            self._evidence = _Evidence(self.f, functools.partial(_names_ds, self.f))
         return self._evidence
-
-    def _is_ds(self, func) -> bool:
-        """`func` names `pl.ds` (resolved where its base name is read)."""
-        base = func
-        while isinstance(base, ast.Attribute):
-            base = base.value
-        scope = self.f.scope_of.get(id(base)) if isinstance(base, ast.Name) else None
-        return scope is not None and self.f.pallas_api(func, scope) in _DS
 
     def span(self, node) -> Span:
         return self.ctx.span(node)
 
     def unreached(self, node) -> bool:
-        """After a `return` / `raise` / `break` / `continue` of its block (JAX
-        never traces it), or known dead by the interpreter."""
-        parent = self.f.parent
-        cur = node
-        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                       ast.Lambda, ast.Module)):
-            up = parent.get(id(cur))
-            if isinstance(cur, ast.stmt) and up is not None:
-                for field in ("body", "orelse", "finalbody"):
-                    block = getattr(up, field, None)
-                    if isinstance(block, list) and cur in block:
-                        i = block.index(cur)
-                        if any(isinstance(b, (ast.Return, ast.Raise, ast.Break, ast.Continue))
-                               for b in block[:i]):
-                            return True
-            cur = up
+        """After a `return` / `raise` / `break` / `continue` of its block, or in
+        a def that is (JAX never traces it), or known dead by the interpreter."""
+        if id(node) in self.ctx.src.dead:
+            return True
         return self.dead is not None and self.dead(node, self.f.scope_of.get(id(node)))
 
     def text(self, node) -> str:
@@ -739,6 +730,10 @@ class _Floor:
         if not isinstance(node, ast.Name):
             return None
         got = self.evidence.of(node, self.f.scope_of.get(id(node), m.scope), ranked=True)
+        if got is None:  # `sem = sems` on the line before: the evidence is of `sems`
+            via = self.f.value_of(node, self.f.scope_of.get(id(node), m.scope))
+            if isinstance(via, ast.Name):
+                got = self.evidence.of(via, self.f.scope_of.get(id(via), m.scope), ranked=True)
         return got
 
     def _explain(self, role: str, node, load) -> tuple[str, tuple]:
