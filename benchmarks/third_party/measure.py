@@ -703,6 +703,13 @@ class Finder:
                 todo.append((child, inner))
 
 
+
+def _ellipsis_only(node) -> bool:
+    """`x.at[...]` (the edited semaphore argument): its index is `...` alone."""
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+        and node.slice.value is Ellipsis
+
+
 class _Inserted:
     """Where `priority=-1` is inserted into a call that had no priority: the
     `-1` is the edited expression (via_temp moves it to the temporary)."""
@@ -1558,9 +1565,3 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _ellipsis_only(node) -> bool:
-    """`x.at[...]` (the edited semaphore argument): its index is `...` alone."""
-    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
-        and node.slice.value is Ellipsis
