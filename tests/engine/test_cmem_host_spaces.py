@@ -87,3 +87,38 @@ def test_jax_runs_the_cmem_twin_and_refuses_the_read():
     bad = _interpret("x_cmem[...]")
     assert bad.returncode != 0
     assert "DMA source/destination/semaphore arguments must be Refs." in bad.stderr
+
+
+def test_sparsecore_memory_ref_takes_a_shape_and_a_dtype():
+    """`plsc.MemoryRef(shape, dtype, memory_space=..., tiling=...)` (newer JAX
+    than the oracle's 0.10.2, which lacks it, so the engine's model alone): a
+    buffer of that shape, dtype and space, here given to `run_scoped` by
+    keyword. In HBM, the allocation is PAL208 and a read of it PAL204; in
+    VMEM both are fine."""
+    body = '''
+from functools import partial
+from jax.experimental.pallas import tpu_sc as plsc
+
+
+def body(x_ref, o_ref, buf):
+    pltpu.sync_copy(x_ref, buf)
+    o_ref[...] = buf[...]  # READ
+
+
+def kernel(x_ref, o_ref):
+    pl.run_scoped(partial(body, x_ref, o_ref),
+                  buf=plsc.MemoryRef((8, 128), jnp.float32, memory_space=SPACE,
+                                     tiling=((8, 128),)))
+
+
+def launch(x):
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.HBM)],
+        compiler_params=pltpu.CompilerParams(kernel_type=pltpu.KernelType.SC_VECTOR_SUBCORE),
+    )(x)
+'''
+    analysis, src = run(body.replace("SPACE", "pltpu.HBM"))
+    got = {(f.code, f.span.line) for f in analysis.findings}
+    assert ("PAL204", line_of(src, "# READ")) in got and {c for c, _ in got} == {"PAL204", "PAL208"}
+    assert run(body.replace("SPACE", "pltpu.VMEM"))[0].findings == []

@@ -34,7 +34,9 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
         return Pipelining(buffers=n.value.value if known else None)
     if t in api.ALLOC_SPACES:
         return memory_alloc(t.split(".")[-1], args, kwargs)
-    if t == "MemoryRef":  # pl.MemoryRef(jax.core.ShapedArray(shape, dtype), pl.HOST)
+    if t in ("MemoryRef", "tpu_sc.MemoryRef"):
+        # pl.MemoryRef(jax.core.ShapedArray(shape, dtype), pl.HOST), or
+        # plsc.MemoryRef(shape, dtype, memory_space=pltpu.VMEM, tiling=...)
         return memory_ref(args, kwargs)
     if t.endswith(".like") and t[:-5] in api.ALLOC_SPACES:
         return like_alloc(t[:-5].split(".")[-1], args, kwargs)

@@ -30,11 +30,19 @@ def memory_alloc(space: str, args: list[Arg], kwargs: dict[str, Arg]) -> Value:
 
 def memory_ref(args: list[Arg], kwargs: dict[str, Arg]) -> Value:
     """`pl.MemoryRef(aval, memory_space)`: an output or scratch buffer of the
-    aval's shape and dtype in that space (`pl.HOST` for host memory)."""
-    aval = args[0] if args else kwargs.get("inner_aval")
-    where = args[1] if len(args) > 1 else kwargs.get("memory_space")
-    v = aval.value if aval is not None else None
-    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    aval's shape and dtype in that space (`pl.HOST` for host memory). The
+    SparseCore's `plsc.MemoryRef(shape, dtype, memory_space=..., tiling=...)`
+    gives the shape and dtype themselves."""
+    first = args[0] if args else kwargs.get("inner_aval") or kwargs.get("shape")
+    v = first.value if first is not None else None
+    if isinstance(v, (Seq, Const)):  # a shape: (shape, dtype, memory_space=...)
+        dtype_arg = args[1] if len(args) > 1 else kwargs.get("dtype")
+        where = args[2] if len(args) > 2 else kwargs.get("memory_space")
+        shape = shape_of([v])
+        dtype = dtype_of(dtype_arg.value) if dtype_arg is not None else None
+    else:
+        where = args[1] if len(args) > 1 else kwargs.get("memory_space")
+        shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
     return Alloc(space=(space_of(where.value) if where is not None else None) or Space.UNKNOWN,
                  shape=shape if isinstance(shape, tuple) else None,
                  dtype=dtype if isinstance(dtype, str) else None)
