@@ -395,7 +395,7 @@ def test_no_evidence_no_finding(body):
     assert floor_only(body) == [], body
 
 
-def test_a_name_the_file_never_binds_is_one_value_within_its_function():
+def test_a_name_the_file_never_binds_is_one_value_in_its_function():
     """A docs page's functions use the kernel's parameters without binding
     them: within one top-level function the placeholder is one value."""
     body = ("def scatter(e):\n    def one(i):\n"
@@ -407,14 +407,20 @@ def test_a_name_the_file_never_binds_is_one_value_within_its_function():
     assert "recv_sems.at[e]" in got[0].detail
 
 
+def test_unbound_names_are_one_value_across_the_files_functions():
+    """A docs page splits one kernel into functions that use its parameters."""
+    body = ("def scatter(e):\n    pltpu.make_async_copy(x, y, sems.at[e]).start()\n\n"
+            "def gather(e):\n    pltpu.make_async_copy(y, x, sems).start()\n")
+    assert [f.code for f in floor_only(body)] == ["PAL103"]
+
+
 @pytest.mark.parametrize("body", [
-    # two functions of a docs page: maybe two snippets' different things
-    "def a():\n    pltpu.make_async_copy(x, y, sems.at[0]).start()\n\n"
-    "def b():\n    pltpu.make_async_copy(x, y, sems).start()\n",
-    # module-level snippets, likewise
+    # module-level snippets: maybe different snippets' things
     "pltpu.make_async_copy(x.at[0], y, sems.at[0]).start()\n"
     "pltpu.async_copy(x, y, sems)\n"
     "pltpu.async_copy(x[0], y, s)\n",
+    "pltpu.make_async_copy(x, y, sems.at[0]).start()\n\n"
+    "def f():\n    pltpu.async_copy(x, y, sems)\n",
 ])
-def test_unbound_names_across_snippets_are_left_alone(body):
+def test_unbound_names_at_module_level_are_left_alone(body):
     assert floor_only(body) == [], body

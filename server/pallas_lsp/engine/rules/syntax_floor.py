@@ -394,8 +394,8 @@ class _Evidence:
     def key(self, name: str, scope: _Scope):
         """(id(scope binding `name` once), name), or None. A name the file
         never binds (a docs page's placeholder for a kernel's parameter, a
-        star import's) is one value within a top-level function: uses in two
-        functions, or at module level, may be different snippets' things."""
+        star import's) is one value in the file's functions, which show parts
+        of one kernel; uses at module level may be other snippets' things."""
         if name in self.f.tainted:
             return None
         s, first, top = scope, True, None
@@ -409,8 +409,9 @@ class _Evidence:
                 return (id(s.node), name) if len(binds) == 1 else None
             if s.parent is not None and s.parent.parent is None:
                 top = s  # the top-level def (or class) around the use
+            module = s
             s = s.parent
-        return (id(top.node), name) if top is not None and top.kind == "function" else None
+        return (id(module.node), name) if top is not None and top.kind == "function" else None
 
     def path(self, node, top_id) -> frozenset:
         """The branches (`if` arms, `try` bodies, handlers, cases, filters) `node` sits in,
