@@ -74,6 +74,19 @@ def test_newer_python_syntax_is_not_a_syntax_error():
     assert [f.code for f in a.findings] == ["PAL103"]
 
 
+def test_type_parameters_over_several_lines():
+    """`def f[\n  Rows: IntVar,\n](x)` (a typed test suite): blanked, the lines
+    of the list are joined with backslashes, as the brackets joined them."""
+    src = HEADER + KERNEL.format(n=1).replace(
+        "def kernel1(", "def kernel1[\n    Rows: IntVar,\n    Cols: IntVar,\n](")
+    a = analyze(src)
+    assert a.syntax_error is None
+    got = [(f.code, f.span.line) for f in a.findings]
+    assert [c for c, _ in got] == ["PAL103"]
+    line = src.split("\n")[got[0][1]]
+    assert line[a.findings[0].span.col:a.findings[0].span.end_col] == "sems"
+
+
 def test_an_engine_bug_costs_one_file_not_the_caller(monkeypatch):
     import sys
     import types

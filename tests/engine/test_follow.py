@@ -443,6 +443,31 @@ def test_sparsecore_kernels_may_accumulate_with_dma():
     assert sorted(la.kernel for la in analysis.launches if la.bound) == ["sc_kernel", "tc_kernel"]
 
 
+def test_sparsecore_kernel_whose_launch_is_not_bound_is_not_judged_for_add():
+    """The mesh is replaced in one branch (`dataclasses.replace(mesh,
+    num_cores=2)`) and the scratch is a flattened tree the engine cannot
+    count: the body runs as kernel code without its launch, in a SparseCore
+    file; its `add=True` copy may be SparseCore's scatter-add."""
+    body = f'''
+    def top_k(x, scratch_types, big):
+        mesh = plsc.VectorSubcoreMesh(core_axis_name="core", subcore_axis_name="subcore")
+        if big:
+            mesh = dataclasses.replace(mesh, num_cores=2)
+        leaves, tree = jax.tree.flatten(scratch_types)
+
+        @pl.kernel(out_type={OUT}, mesh=mesh, scratch_types=leaves)
+        def kernel(x_hbm, o_hbm, *scratch):
+            ids, buf, shared = tree.unflatten(scratch)
+            pltpu.sync_copy(x_hbm, buf)
+            pltpu.sync_copy(buf, shared.at[ids], add=True)
+            pltpu.sync_copy(shared, o_hbm)
+
+        return kernel(x)
+    '''
+    header = HEADER + "import dataclasses\nfrom jax.experimental.pallas import tpu_sc as plsc\n"
+    assert run(body, header)[0].findings == []
+
+
 def test_scratch_dict_entry_added_in_one_branch():
     # `scratch["stage"] = ...` under a flag: the other entries stay known, and
     # the optional one is the allocation or the parameter's None default.

@@ -169,7 +169,9 @@ def _strip_type_params(text: str) -> str:
 
 
 def _blank_brackets(chars: list[str], start: int) -> None:
-    """Replace `[...]` starting at `start` (with nesting) by spaces, keeping newlines."""
+    """Replace `[...]` starting at `start` (with nesting) by spaces, keeping
+    newlines; a list spread over lines ends each of its lines with a
+    backslash instead, since outside brackets those lines must be joined."""
     depth = 0
     for i in range(start, len(chars)):
         if chars[i] in "[(":
@@ -178,6 +180,8 @@ def _blank_brackets(chars: list[str], start: int) -> None:
             depth -= 1
         if chars[i] != "\n":
             chars[i] = " "
+        elif i > start and chars[i - 1] == " ":
+            chars[i - 1] = "\\"
         if depth == 0:
             return
 

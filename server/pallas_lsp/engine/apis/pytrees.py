@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import api, syntax
+from pallas_lsp.engine import api, backend, syntax
 from pallas_lsp.engine.apis.refs import NEW_REF
 from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
@@ -29,6 +29,9 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
         for k, a in kwargs.items():
             new.attrs[k] = a.value
         return new
+    if name == "dataclasses.replace" and args and isinstance(args[0].value, backend.Hint):
+        # `dataclasses.replace(mesh, num_cores=2)`: still that kind of mesh
+        return args[0].value
     if name in TREE_MAPS:
         return tree_map(host, args, frame, node)
     if name in TREE_LEAVES and args:

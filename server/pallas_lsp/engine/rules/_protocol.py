@@ -58,7 +58,26 @@ def protocols(events: Events) -> dict[int, KernelProtocol]:
             out[op.kernel_id].started.add(root)
         else:
             out[op.kernel_id].unknown_wait = out[op.kernel_id].unknown_start = True
+    _pair_split_phase(out)
     return out
+
+
+def _pair_split_phase(out: dict[int, KernelProtocol]) -> None:
+    """Split-phase DMAs across kernels: one pallas_call starts copies on its
+    scratch semaphore and returns, a second one, with the same scratch
+    shapes, only waits (the runtime gives both the same semaphore). A
+    semaphore one kernel starts and never waits on, that another kernel of
+    the analysis waits on and never starts, in the same scratch position,
+    is taken as such a pair: neither is reported."""
+    unwaited = {kid: {r for r in p.started - p.waited if local_allocation(r)}
+                for kid, p in out.items()}
+    unstarted = {kid: {r for r in p.waited - p.started if local_allocation(r)}
+                 for kid, p in out.items()}
+    for kid, roots in unwaited.items():
+        for other, waits in unstarted.items():
+            paired = roots & waits if other != kid else set()
+            out[kid].waited |= paired
+            out[other].started |= paired
 
 
 def by_node(calls: list[DmaCall]) -> dict[int, list[DmaCall]]:

@@ -2,8 +2,9 @@
 
 Only TensorCore kernels are judged: SparseCore's lowering accepts `add=True`
 for some copies (between VMEM and shared VMEM, with indirect offsets). A DMA
-the engine saw outside any launch is not judged in a file that uses
-SparseCore, where it may well be SparseCore code."""
+the engine saw outside any launch, or in kernel code it ran without one (its
+launch not bound), is not judged in a file that uses SparseCore, where it may
+well be SparseCore code."""
 from pallas_lsp.engine.backend import sparsecore_kernels
 from pallas_lsp.engine.rules._base import Const, Context, Finding
 
@@ -15,7 +16,8 @@ def check(ctx: Context):
     sparsecore = sparsecore_kernels(ctx.events)
     sc_file = "tpu_sc" in ctx.src.text or bool(sparsecore)
     for call in ctx.events.dmas:
-        if call.kernel_id in sparsecore or (not call.kernel_id and sc_file):
+        unlaunched = not call.kernel_id or call.kernel_id in ctx.events.standalone
+        if call.kernel_id in sparsecore or (unlaunched and sc_file):
             continue
         sites = [call.add] + [op.add for op in call.ops if op.op == "start"]
         for arg in sites:

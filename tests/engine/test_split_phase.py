@@ -1,0 +1,56 @@
+"""Split-phase DMAs across two pallas_calls: one kernel starts a copy on its
+scratch semaphore and returns, a second kernel with the same scratch shapes
+only waits on it (an application's collectives overlap compute between the
+two custom calls this way, relying on the runtime giving both kernels the
+same semaphore). Each kernel alone is PAL302 / PAL303; the pair is not
+reported. An unpaired start or wait still is."""
+from __future__ import annotations
+
+from tests.engine.conftest import line_of, run
+
+SOURCE = '''
+SCRATCH = [pltpu.SemaphoreType.DMA]
+
+
+def start_body(x_ref, o_ref, sem):
+    pltpu.make_async_copy(x_ref, o_ref, sem).start()  # START
+
+
+def done_body(x_ref, d_ref, o_ref, sem):
+    pltpu.make_async_copy(x_ref, d_ref, sem).wait()  # WAIT
+
+
+def split_copy(x):
+    spec = pl.BlockSpec(memory_space=pl.ANY)
+    out = pl.pallas_call(start_body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                         in_specs=[spec], out_specs=spec, scratch_shapes=SCRATCH)(x)
+    return pl.pallas_call(DONE, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          in_specs=[spec, spec], out_specs=spec, scratch_shapes=DONE_SCRATCH,
+                          input_output_aliases={1: 0})(x, out)
+'''
+
+
+def _codes(body):
+    analysis, src = run(body)
+    return sorted((f.code, f.span.line) for f in analysis.findings), src
+
+
+def test_a_start_kernel_and_a_done_kernel_pair_up():
+    got, _ = _codes(SOURCE.replace("DONE_SCRATCH", "SCRATCH").replace("DONE", "done_body"))
+    assert got == []
+
+
+def test_a_done_kernel_on_another_scratch_position_does_not_pair():
+    body = SOURCE.replace("DONE_SCRATCH", "[pltpu.VMEM((8, 128), jnp.float32)] + SCRATCH") \
+        .replace("def done_body(x_ref, d_ref, o_ref, sem)", "def done_body(x_ref, d_ref, o_ref, buf, sem)") \
+        .replace("DONE", "done_body")
+    got, src = _codes(body)
+    assert got == [("PAL302", line_of(src, "# START")), ("PAL303", line_of(src, "# WAIT"))]
+
+
+def test_an_unpaired_start_is_still_reported():
+    body = SOURCE.replace("DONE_SCRATCH", "SCRATCH").replace("DONE", "start_body") \
+        .replace("in_specs=[spec, spec]", "in_specs=[spec]").replace("(x, out)", "(out)") \
+        .replace(", input_output_aliases={1: 0}", "")
+    got, src = _codes(body)
+    assert got == [("PAL302", line_of(src, "# START"))]
