@@ -2440,3 +2440,28 @@ def test_items_of_a_star_args_tuple_are_single_operands():
     # (the new Ref lives in HBM: reading it is also PAL204)
     assert codes(body.replace("make_async_copy(wide.at[0],", "make_async_copy(wide[0],")) \
         == ["PAL101", "PAL204"]
+
+
+def test_a_slice_of_a_known_list_keeps_its_items():
+    """`refs[1:]`, `refs[:n]` with `n` known: Python's slice of the list the
+    engine knows item by item (before, any slice of a list was Unknown)."""
+    analysis, src = run('''
+def kernel(x_hbm, o_hbm, buf, sems):
+    refs = [x_hbm, o_hbm, buf, sems]
+    n = len(refs) - 2
+    src_ref, dst_ref = refs[:n]
+    scratch, sem = refs[2:][::1]
+    pltpu.make_async_copy(src_ref, scratch, sem).start()  # SITE
+    pltpu.make_async_copy(src_ref, scratch, sem.at[0]).wait()
+    pltpu.sync_copy(scratch, dst_ref)
+
+
+def launch(x):
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                          out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                          scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                          pltpu.SemaphoreType.DMA((2,))])(x)
+''')
+    assert [(f.code, f.span.line) for f in analysis.findings if f.code == "PAL103"] == \
+        [("PAL103", line_of(src, "# SITE"))]

@@ -246,3 +246,4 @@ def test_myst_code_cell_without_a_language_runs_in_the_page_kernel():
     program = to_program(page("python"), MARKDOWN)
     assert "pltpu.sync_copy(x_ref[...], o_ref)" in program.text
     assert to_program(page("julia"), MARKDOWN).text.strip() == ""
+

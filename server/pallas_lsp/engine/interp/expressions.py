@@ -177,6 +177,8 @@ class ExpressionsMixin:
                 if isinstance(index.value, int) and -len(base.items) <= index.value < len(base.items):
                     return base.items[index.value]
                 return UNKNOWN
+            if isinstance(node.slice, ast.Slice) and base.keys is None:
+                return self._slice_items(base, node.slice, frame)
             if isinstance(index, SliceVal) or isinstance(node.slice, ast.Slice):
                 return UNKNOWN
             if isinstance(index, TextPrefix) and base.keys is not None:
@@ -194,6 +196,22 @@ class ExpressionsMixin:
             except IndexError:
                 return UNKNOWN
         return UNKNOWN
+
+    def _slice_items(self, base: Seq, sl: ast.Slice, frame: Frame) -> Value:
+        """`operands[:n_in]`, `refs[2:]`, `xs[::2]` of a list the engine knows
+        item by item, with bounds it knows: those items; else Unknown."""
+        bounds = []
+        for part in (sl.lower, sl.upper, sl.step):
+            if part is None:
+                bounds.append(None)
+                continue
+            v = self.eval(part, frame)
+            if not (isinstance(v, Const) and type(v.value) is int):
+                return UNKNOWN
+            bounds.append(v.value)
+        if bounds[2] == 0:
+            return UNKNOWN  # Python raises
+        return Seq(items=base.items[bounds[0]:bounds[1]:bounds[2]])
 
     def eval_index(self, node: ast.expr, frame: Frame) -> list[Value]:
         elts = node.elts if isinstance(node, ast.Tuple) else [node]
