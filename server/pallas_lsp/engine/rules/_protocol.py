@@ -69,15 +69,19 @@ def _pair_split_phase(out: dict[int, KernelProtocol]) -> None:
     semaphore one kernel starts and never waits on, that another kernel of
     the analysis waits on and never starts, in the same scratch position,
     is taken as such a pair: neither is reported."""
-    unwaited = {kid: {r for r in p.started - p.waited if local_allocation(r)}
-                for kid, p in out.items()}
-    unstarted = {kid: {r for r in p.waited - p.started if local_allocation(r)}
-                 for kid, p in out.items()}
-    for kid, roots in unwaited.items():
-        for other, waits in unstarted.items():
-            paired = roots & waits if other != kid else set()
-            out[kid].waited |= paired
-            out[other].started |= paired
+    waiters: dict[str, list[int]] = defaultdict(list)  # root -> kernels only waiting on it
+    for kid, p in out.items():
+        for r in p.waited - p.started:
+            if local_allocation(r):
+                waiters[r].append(kid)
+    starters = [(kid, r) for kid, p in out.items() for r in p.started - p.waited
+                if r in waiters and local_allocation(r)]
+    for kid, r in starters:
+        others = [k for k in waiters[r] if k != kid]
+        if others:
+            out[kid].waited.add(r)
+            for k in others:
+                out[k].started.add(r)
 
 
 def by_node(calls: list[DmaCall]) -> dict[int, list[DmaCall]]:

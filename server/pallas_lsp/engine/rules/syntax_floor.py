@@ -360,35 +360,38 @@ class _Evidence:
 
     def __init__(self, f: "_File", is_ds):
         self.f, self.is_ds = f, is_ds
-        self._by_name: dict[str, list] | None = None
+        self._by_key: dict[tuple, list] | None = None
         self._resolved: dict[tuple, list] = {}
 
-    def _candidates(self) -> dict[str, list]:
-        """name -> [(its Name node, the `x.at[i]` / `x[...]` node, rank)], built once."""
-        if self._by_name is None:
-            self._by_name = {}
+    def _candidates(self) -> dict[tuple, list]:
+        """key -> [(the `x.at[i]` / `x[...]` node, rank)], built once: each
+        use's binding is looked up once, so the cost is linear in the file."""
+        if self._by_key is None:
+            self._by_key = {}
             parent = self.f.parent
             for name in self.f.loads:
                 up = parent.get(id(name))
                 if up.__class__ is ast.Attribute and up.attr == "at":
                     sub = parent.get(id(up))
-                    if sub.__class__ is ast.Subscript and sub.value is up:
-                        self._by_name.setdefault(name.id, []).append(
-                            (name, sub, _index_rank(sub.slice)))
+                    if not (sub.__class__ is ast.Subscript and sub.value is up):
+                        continue
+                    found = (sub, _index_rank(sub.slice))
                 elif up.__class__ is ast.Subscript and up.value is name \
                         and _reads_or_writes(up, self.is_ds):
-                    self._by_name.setdefault(name.id, []).append((name, up, None))
-        return self._by_name
+                    found = (up, None)
+                else:
+                    continue
+                key = self.key(name.id, self.f.scope_of[id(name)])
+                if key is not None:
+                    self._by_key.setdefault(key, []).append(found)
+        return self._by_key
 
     def _evidence(self, key) -> list:
         """[(node, rank, branch path)] for the name bound once at `key`."""
         got = self._resolved.get(key)
         if got is None:
-            got = []
-            for name, node, rank in self._candidates().get(key[1], ()):
-                if self.key(name.id, self.f.scope_of[id(name)]) == key:
-                    got.append((node, rank, self.path(node, key[0])))
-            self._resolved[key] = got
+            got = self._resolved[key] = [(node, rank, self.path(node, key[0]))
+                                         for node, rank in self._candidates().get(key, ())]
         return got
 
     def key(self, name: str, scope: _Scope):
