@@ -59,11 +59,12 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers")
 def dead_code(tree: ast.AST) -> frozenset[int]:
     """ids of the nodes Python never runs: every statement after a `return`,
     `raise`, `break` or `continue` of its block, and all inside it (a def
-    there is never defined, so its body never runs either)."""
+    there is never defined, so its body never runs either). Only statements
+    hold blocks, so only they are visited; dead code (rare) is walked whole."""
     dead: set[int] = set()
-    for node in walk(tree):
-        if id(node) in dead:
-            continue
+    stack = [tree]
+    while stack:
+        node = stack.pop()
         for name in _BLOCKS:
             block = getattr(node, name, None)
             if block.__class__ is not list:
@@ -73,4 +74,8 @@ def dead_code(tree: ast.AST) -> frozenset[int]:
                     for after in block[i + 1:]:
                         dead.update(map(id, walk(after)))
                     break
+                stack.append(stmt)
+        cases = getattr(node, "cases", None)  # match statements
+        if cases.__class__ is list:
+            stack.extend(cases)
     return frozenset(dead)
