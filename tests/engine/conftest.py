@@ -34,3 +34,13 @@ def line_of(src: str, marker: str) -> int:
 @pytest.fixture
 def analyze_snippet():
     return run
+
+
+def run_jax(program: str):
+    """Run a Pallas program in a fresh CPU-only Python (JAX's verdict on it):
+    the completed process, stdout and stderr as text."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+

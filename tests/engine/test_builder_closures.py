@@ -9,9 +9,8 @@ that mode in interpret mode, rejects the bug and runs the twin."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
-from tests.engine.conftest import HEADER, line_of, run
+from tests.engine.conftest import HEADER, line_of, run, run_jax
 
 SOURCE = '''
 import timing_lib  # a helper library the engine cannot follow
@@ -95,8 +94,7 @@ def _interpret(store_src: str) -> subprocess.CompletedProcess:
         "scratch_shapes=", "interpret=pltpu.InterpretParams(), scratch_shapes=") + (
         "\nx = jnp.ones((8, 128), jnp.float32)\n"
         "print(float(build('write')(x).sum()))\n")
-    return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
-                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+    return run_jax(text)
 
 
 def test_jax_runs_the_twin():

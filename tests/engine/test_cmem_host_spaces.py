@@ -8,10 +8,9 @@ its interpret mode has no host memory, so that half is the engine's alone."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from pallas_lsp.engine import analyze
-from tests.engine.conftest import HEADER, line_of, run
+from tests.engine.conftest import HEADER, line_of, run, run_jax
 
 CMEM = '''
 x = jnp.ones((8, 128), jnp.float32)
@@ -77,8 +76,7 @@ def test_host_memory_outputs_are_refs_of_their_space():
 def _interpret(src: str) -> subprocess.CompletedProcess:
     text = HEADER + CMEM.replace("SRC", src).replace(
         "@pl.kernel(", "@pl.kernel(interpret=pltpu.InterpretParams(), ")
-    return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
-                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+    return run_jax(text)
 
 
 def test_jax_runs_the_cmem_twin_and_refuses_the_read():

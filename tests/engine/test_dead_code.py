@@ -8,10 +8,8 @@ the syntax floor reports anything in them. JAX runs the kernel with a bad
 copy in its dead part."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
-from tests.engine.conftest import HEADER, line_of, run
+from tests.engine.conftest import HEADER, line_of, run, run_jax
 
 from pallas_lsp.engine import analyze
 from pallas_lsp.engine.syntax import dead_code
@@ -68,7 +66,6 @@ def test_dead_code_covers_defs_and_every_kind_of_exit():
 def test_jax_never_traces_it():
     text = HEADER + SOURCE + (
         "\nx = jnp.ones((8, 128), jnp.float32)\nprint(float(launch(x).sum()))\n")
-    p = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
-                       timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+    p = run_jax(text)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "1024.0"

@@ -8,9 +8,8 @@ interpret mode, rejects the bug and runs the twin."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
-from tests.engine.conftest import HEADER, line_of, run
+from tests.engine.conftest import HEADER, line_of, run, run_jax
 
 SOURCE = '''
 from typing import NamedTuple
@@ -78,8 +77,7 @@ def _interpret(sem: str) -> subprocess.CompletedProcess:
     text = HEADER + SOURCE.replace("SEM", sem) + (
         "\nx = jnp.ones((8, 128), jnp.float32)\n"
         "print(float(launch(x, x).sum()))\n")
-    return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
-                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+    return run_jax(text)
 
 
 def test_jax_runs_the_twin():

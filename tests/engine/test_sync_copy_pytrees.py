@@ -6,11 +6,10 @@ kernel in interpret mode below)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
-from tests.engine.conftest import HEADER, run
+from tests.engine.conftest import HEADER, run, run_jax
 
 KERNEL = '''
 x = jnp.zeros((8, 128), jnp.float32)
@@ -59,8 +58,7 @@ def test_structures_that_differ_are_left_alone():
 
 def _interpret(copy: str) -> subprocess.CompletedProcess:
     text = (HEADER + KERNEL.replace("COPY", copy)).replace("@pl.kernel(", "@pl.kernel(interpret=pltpu.InterpretParams(), ")
-    return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
-                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+    return run_jax(text)
 
 
 def test_jax_runs_the_twin():

@@ -9,10 +9,9 @@ and rejects the bug."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from pallas_lsp.engine import analyze
-from tests.engine.conftest import HEADER, line_of, run
+from tests.engine.conftest import HEADER, line_of, run, run_jax
 
 TREES = '''
 
@@ -76,8 +75,7 @@ def _jax(text: str) -> subprocess.CompletedProcess:
     text = HEADER + text.replace("INTERPRET", "interpret=pltpu.InterpretParams(),") \
         .replace("import helpers  # a module the engine cannot read", "") \
         .replace("helpers.pick(x_hbm)", "x_hbm")
-    return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
-                          timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+    return run_jax(text)
 
 
 def test_copies_between_trees_of_unknown_structure_are_known_and_silent():

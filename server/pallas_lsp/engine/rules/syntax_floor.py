@@ -225,28 +225,39 @@ class _File:
             else:
                 scope.bind(a.asname or a.name, ("import", f"{node.module}.{a.name}"))
 
-    def lookup(self, name: str, scope: _Scope) -> tuple | None:
-        """The one binding `name` has where it is read, or None."""
-        if name in self.tainted:
-            return None
-        s, first = scope, True
+    @staticmethod
+    def resolve(name: str, scope: _Scope) -> tuple[_Scope | None, _Scope]:
+        """(the scope binding `name` where `scope` reads it, or None, and the
+        outermost scope walked: the module's). Class bodies are skipped
+        above the first scope, as Python does."""
+        s, first, last = scope, True, scope
         while s is not None:
             if s.kind == "class" and not first:
                 s = s.parent
                 continue
             first = False
-            binds = s.binds.get(name)
-            if binds:
-                if len(binds) == 1 and binds[0][0] != "other":
-                    return binds[0]
-                # `try: from jax... import tpu as pltpu / except: pltpu = None`
-                imports = {b[1] for b in binds if b[0] == "import"}
-                rest = [b for b in binds if b[0] != "import"]
-                if len(imports) == 1 and all(b[0] == "value" and isinstance(b[1], ast.Constant)
-                                             and b[1].value is None for b in rest):
-                    return ("import", imports.pop())
-                return None
+            if name in s.binds:
+                return s, last
+            last = s
             s = s.parent
+        return None, last
+
+    def lookup(self, name: str, scope: _Scope) -> tuple | None:
+        """The one binding `name` has where it is read, or None."""
+        if name in self.tainted:
+            return None
+        s, _ = self.resolve(name, scope)
+        if s is None:
+            return None
+        binds = s.binds[name]
+        if len(binds) == 1 and binds[0][0] != "other":
+            return binds[0]
+        # `try: from jax... import tpu as pltpu / except: pltpu = None`
+        imports = {b[1] for b in binds if b[0] == "import"}
+        rest = [b for b in binds if b[0] != "import"]
+        if len(imports) == 1 and all(b[0] == "value" and isinstance(b[1], ast.Constant)
+                                     and b[1].value is None for b in rest):
+            return ("import", imports.pop())
         return None
 
     # ---- what expressions are
@@ -401,20 +412,14 @@ class _Evidence:
         of one kernel; uses at module level may be other snippets' things."""
         if name in self.f.tainted:
             return None
-        s, first, top = scope, True, None
-        while s is not None:
-            if s.kind == "class" and not first:
-                s = s.parent
-                continue
-            first = False
-            binds = s.binds.get(name)
-            if binds:
-                return (id(s.node), name) if len(binds) == 1 else None
-            if s.parent is not None and s.parent.parent is None:
-                top = s  # the top-level def (or class) around the use
-            module = s
-            s = s.parent
-        return (id(module.node), name) if top is not None and top.kind == "function" else None
+        s, module = self.f.resolve(name, scope)
+        if s is not None:
+            return (id(s.node), name) if len(s.binds[name]) == 1 else None
+        top = scope  # the top-level def (or class) around the use
+        while top.parent is not None and top.parent.parent is not None:
+            top = top.parent
+        return (id(module.node), name) if top.parent is not None and top.kind == "function" \
+            else None
 
     def path(self, node, top_id) -> frozenset:
         """The branches (`if` arms, `try` bodies, handlers, cases, filters) `node` sits in,
@@ -548,16 +553,7 @@ class _Floor:
         return None
 
     def _scope_binding(self, name, scope):
-        s, first = scope, True
-        while s is not None:
-            if s.kind == "class" and not first:
-                s = s.parent
-                continue
-            first = False
-            if name in s.binds:
-                return s
-            s = s.parent
-        return scope
+        return self.f.resolve(name, scope)[0] or scope
 
     def run(self):
         f = self.f
