@@ -118,6 +118,14 @@ class AtProxy(Value):
 
 
 @frozen
+class TreeDef(Value):
+    """The treedef `jax.tree.flatten(tree)` returns: `tree` itself, whose
+    structure `.unflatten(leaves)` rebuilds (apis/pytrees.unflatten)."""
+
+    tree: Value = UNKNOWN
+
+
+@frozen
 class Bound(Value):
     """A method looked up on a value we model (desc.start, ref.bitcast)."""
 

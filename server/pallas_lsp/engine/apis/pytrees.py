@@ -13,7 +13,7 @@ from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, AllocTree, Instance, Partial,
-                                      RefTree, SeqOf, is_record, join_all)
+                                      RefTree, SeqOf, TreeDef, is_record, join_all)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -37,7 +37,7 @@ def handle(host: Host, name: str, t: str, args: list[Arg], kwargs: dict[str, Arg
     if name in TREE_LEAVES and args:
         return tree_leaves(args[0].value)
     if name in TREE_FLATTENS and args:
-        return Seq(items=(tree_leaves(args[0].value), UNKNOWN))  # (leaves, treedef)
+        return Seq(items=(tree_leaves(args[0].value), TreeDef(tree=args[0].value)))
     return None
 
 
@@ -235,3 +235,47 @@ TREE_FLATTENS = ("jax.tree.flatten", "jax.tree_util.tree_flatten", "tree_util.tr
 
 TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "tree_util.tree_map", "tree.map",
               "jax._src.tree_util.tree_map")
+
+
+def unflatten(tree: Value, leaves: Value) -> Value:
+    """`treedef.unflatten(leaves)`: `tree`'s structure (lists, tuples, dicts,
+    dataclass pytrees; None stays None) with `leaves` put back in jax's leaf
+    order, as `tree_leaves` takes them out. Unknown when the leaves are not
+    known one by one or do not fill the structure exactly."""
+    items = leaves.items if isinstance(leaves, Seq) and leaves.keys is None else None
+    if items is None or tree_leaves(tree) is UNKNOWN:
+        return UNKNOWN
+    it = iter(items)
+    out = _refill(tree, it, 0)
+    if out is None or next(it, None) is not None:
+        return UNKNOWN
+    return out
+
+
+def _refill(v: Value, it, depth: int) -> Value | None:
+    if depth > 6:
+        return None
+    if isinstance(v, Const) and v.value is None:
+        return v
+    if isinstance(v, Seq):
+        if v.keys is None:
+            parts = [_refill(x, it, depth + 1) for x in v.items]
+            return None if any(p is None for p in parts) else Seq(items=tuple(parts))
+        order = sorted(range(len(v.keys)), key=lambda i: v.keys[i])
+        parts = {i: _refill(v.items[i], it, depth + 1) for i in order}
+        if any(p is None for p in parts.values()):
+            return None
+        return Seq(items=tuple(parts[i] for i in range(len(v.keys))), keys=v.keys)
+    if is_record(v):
+        new = Instance(v.cls)
+        new.attrs.update(v.attrs)
+        names = [f for f in v.cls.fields if f not in v.cls.static] \
+            or [k for k in v.attrs if k not in v.cls.static]
+        for f in names:
+            part = _refill(v.attrs.get(f, UNKNOWN), it, depth + 1)
+            if part is None:
+                return None
+            new.attrs[f] = part
+        return new
+    return next(it, None)  # a leaf
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from pallas_lsp.engine import apis, pyops, variants
-from pallas_lsp.engine.apis import arrays, kernels
+from pallas_lsp.engine.apis import arrays, kernels, pytrees
 from pallas_lsp.engine.binding import inherited
 from pallas_lsp.engine.binding.inherited import DeferredLauncher, InheritedLauncher
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
@@ -26,7 +26,7 @@ from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, VARARGS, Alloc, Bound, Choice,
                                       ClassVal, GridSpec, Imported, Instance, Iter, ModuleRef,
                                       Partial, SeqOf, ShapeDtype, SliceVal, Spec, StarUnknown,
-                                      SuperCell, as_view, iter_of, join_all, tuple_items)
+                                      SuperCell, TreeDef, as_view, iter_of, join_all, tuple_items)
 from pallas_lsp.engine.values import declared
 
 
@@ -506,6 +506,8 @@ class CallsMixin:
                 return as_view(obj, None, self.segment(node))
         if isinstance(obj, Array):
             return arrays.method(obj, bound.name, args, kwargs, node)
+        if isinstance(obj, TreeDef) and bound.name == "unflatten" and len(args) == 1:
+            return pytrees.unflatten(obj.tree, args[0].value)
         return UNKNOWN
 
     def call_api(self, name: str, args: list[Arg], kwargs: dict[str, Arg], node: ast.Call,

@@ -17,7 +17,7 @@ from pallas_lsp.engine.events import Arg, KernelOp, RefAccess, Window
 from pallas_lsp.engine.frames import Frame
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, ClassVal, Imported, Instance,
-                                      ModuleRef, Partial, SeqOf, SliceVal, TextPrefix, as_view,
+                                      ModuleRef, Partial, SeqOf, SliceVal, TextPrefix, TreeDef, as_view,
                                       join, join_all)
 
 
@@ -103,6 +103,8 @@ class ExpressionsMixin:
             if attr in ("bitcast", "reshape", "transpose"):
                 return Bound(obj=base, name=attr)
             return UNKNOWN
+        if isinstance(base, TreeDef) and attr == "unflatten":
+            return Bound(obj=base, name=attr)
         if isinstance(base, Descriptor):
             if attr in ("start", "wait", "wait_recv", "wait_send"):
                 return Bound(obj=base, name=attr)
