@@ -87,6 +87,20 @@ def test_type_parameters_over_several_lines():
     assert line[a.findings[0].span.col:a.findings[0].span.end_col] == "sems"
 
 
+def test_fstrings_that_reuse_their_quote_inside():
+    """`f"{d["key"]}"` is Python 3.12 (PEP 701): on an older Python the inner
+    quotes are swapped for the other kind (same length), so the file parses
+    and the columns after it stay right."""
+    src = HEADER + KERNEL.format(n=1).replace(
+        "    pltpu.make_async_copy(x_hbm, o_hbm, sems)",
+        '    s = f"{ {"a": 1}["a"]:>{3}} {{x}}"; pltpu.make_async_copy(x_hbm, o_hbm, sems)')
+    a = analyze(src)
+    assert a.syntax_error is None
+    (f,) = a.findings
+    line = src.split("\n")[f.span.line]
+    assert line[f.span.col:f.span.end_col] == "sems"
+
+
 def test_an_engine_bug_costs_one_file_not_the_caller(monkeypatch):
     import sys
     import types

@@ -85,9 +85,10 @@ def parse(text: str) -> Source:
         pass
     if sys.version_info < (3, 12):
         # Code written for a newer Python than the one we run on (PEP 695
-        # type parameters, `type X = ...`) is not a syntax error: blank the
-        # new syntax, keeping every column where it was.
-        work = _strip_type_params("\n".join(work)).split("\n")
+        # type parameters, `type X = ...`; PEP 701 quotes reused inside an
+        # f-string) is not a syntax error: blank or requote the new syntax,
+        # keeping every column where it was.
+        work = _requote_fstrings(_strip_type_params("\n".join(work))).split("\n")
     first_error: str | None = None
     blanked: set[int] = set()
     for _ in range(_MAX_REPAIRS):
@@ -165,6 +166,41 @@ def _strip_type_params(text: str) -> str:
         chars[m.end(1):m.end(2)] = list(head)  # same length: offsets stay valid
         if m.group(3) == "[":
             _blank_brackets(chars, m.end() - 1)
+    return "".join(chars)
+
+
+_FSTRING_START = re.compile(r"(?<![\w'\"])(?:[rR]?[fF]|[fF][rR])(['\"])(?!\1\1)")
+
+
+def _requote_fstrings(text: str) -> str:
+    """`f"{d["key"]}"` (Python 3.12, PEP 701) -> `f"{d['key']}"`: a string
+    inside a replacement field that reuses the f-string's quote gets the other
+    quote, where it holds none; same length, so every column stays. Only
+    single-line f-strings with single-quote characters are touched."""
+    chars = list(text)
+    for m in _FSTRING_START.finditer(text):
+        quote = m.group(1)
+        other = "'" if quote == '"' else '"'
+        i, depth = m.end(), 0
+        while i < len(text) and text[i] != "\n":
+            c = text[i]
+            if depth == 0 and c == quote:
+                break  # the f-string's end
+            if c == "{":
+                depth = depth + 1 if not (depth == 0 and text.startswith("{{", i)) else depth
+                if depth == 0:
+                    i += 2
+                    continue
+            elif c == "}" and depth:
+                depth -= 1
+            elif c == quote and depth:
+                end = text.find(quote, i + 1)
+                inner = text[i + 1:end] if end != -1 else ""
+                if end == -1 or "\n" in inner or other in inner:
+                    break
+                chars[i] = chars[end] = other
+                i = end
+            i += 1
     return "".join(chars)
 
 
