@@ -6,6 +6,8 @@ same semaphore). Each kernel alone is PAL302 / PAL303; the pair is not
 reported. An unpaired start or wait still is."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.engine.conftest import line_of, run
 
 SOURCE = '''
@@ -54,3 +56,22 @@ def test_an_unpaired_start_is_still_reported():
         .replace(", input_output_aliases={1: 0}", "")
     got, src = _codes(body)
     assert got == [("PAL302", line_of(src, "# START"))]
+
+
+CHIP = Path(__file__).resolve().parents[2] / "benchmarks" / "tpu_chip" / "data" / \
+    "split_phase_v5e.txt"
+
+
+def test_the_chip_ran_the_pair_and_hung_on_the_lone_wait():
+    """What a v5e chip did with benchmarks/tpu_chip/split_phase.py (recorded:
+    CI has no TPU). The pair the engine leaves alone gave the right result
+    twice; the wait-only kernel alone, which the engine reports (PAL303),
+    never returned."""
+    lines = [ln for ln in CHIP.read_text(encoding="utf-8").splitlines()
+             if not ln.startswith("#")]
+    assert lines.count("pair: pair OK TPU v5 lite") == 2
+    assert any(ln.startswith("wait_only: no line; killed by timeout") for ln in lines)
+    src = Path(__file__).resolve().parents[2] / "benchmarks" / "tpu_chip" / "split_phase.py"
+    from pallas_lsp.engine import analyze
+    text = src.read_text(encoding="utf-8")
+    assert analyze(text, str(src)).findings == []  # the pair, as the chip ran it
