@@ -50,6 +50,16 @@ def test_a_done_kernel_on_another_scratch_position_does_not_pair():
     assert got == [("PAL302", line_of(src, "# START")), ("PAL303", line_of(src, "# WAIT"))]
 
 
+def test_two_unrelated_kernels_are_not_a_pair():
+    """Without `input_output_aliases` the waiting kernel is not handed the
+    starting one's buffer: a test file's hang case and dropped-copy case."""
+    body = SOURCE.replace("DONE_SCRATCH", "SCRATCH").replace("DONE", "done_body") \
+        .replace(",\n                          input_output_aliases={1: 0})", ")")
+    assert "input_output_aliases" not in body
+    got, src = _codes(body)
+    assert got == [("PAL302", line_of(src, "# START")), ("PAL303", line_of(src, "# WAIT"))]
+
+
 def test_an_unpaired_start_is_still_reported():
     body = SOURCE.replace("DONE_SCRATCH", "SCRATCH").replace("DONE", "start_body") \
         .replace("in_specs=[spec, spec]", "in_specs=[spec]").replace("(x, out)", "(out)") \

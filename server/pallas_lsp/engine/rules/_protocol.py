@@ -4,6 +4,7 @@ the engine cannot see. Rules use these to stay silent whenever another
 start or wait *could* pair with the one in question."""
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from dataclasses import field
 
@@ -58,19 +59,38 @@ def protocols(events: Events) -> dict[int, KernelProtocol]:
             out[op.kernel_id].started.add(root)
         else:
             out[op.kernel_id].unknown_wait = out[op.kernel_id].unknown_start = True
-    _pair_split_phase(out)
+    _pair_split_phase(out, _aliasing_kernels(events))
     return out
 
 
-def _pair_split_phase(out: dict[int, KernelProtocol]) -> None:
+def _aliasing_kernels(events: Events) -> set[int]:
+    """Kernels whose launch writes into an operand (`input_output_aliases=`):
+    the done half of a split-phase copy is handed the start half's output."""
+    out = set()
+    for la in events.launches:
+        call = la.node
+        while isinstance(call, ast.Call):
+            if any(k.arg == "input_output_aliases" and not (
+                    isinstance(k.value, ast.Dict) and not k.value.keys) for k in call.keywords):
+                out.add(la.kernel_id)
+                break
+            call = call.func
+    return out
+
+
+def _pair_split_phase(out: dict[int, KernelProtocol], aliasing: set[int]) -> None:
     """Split-phase DMAs across kernels: one pallas_call starts copies on its
     scratch semaphore and returns, a second one, with the same scratch
-    shapes, only waits (the runtime gives both the same semaphore). A
-    semaphore one kernel starts and never waits on, that another kernel of
-    the analysis waits on and never starts, in the same scratch position,
-    is taken as such a pair: neither is reported."""
+    shapes, only waits (the runtime gives both the same semaphore), writing
+    into the buffer the first one returned (`input_output_aliases`). A
+    semaphore one kernel starts and never waits on, that such a second
+    kernel of the analysis waits on and never starts, in the same scratch
+    position, is taken as a pair: neither is reported. Two unrelated kernels
+    (a test file's hang and dropped-copy cases) are not."""
     waiters: dict[str, list[int]] = defaultdict(list)  # root -> kernels only waiting on it
     for kid, p in out.items():
+        if kid not in aliasing:
+            continue
         for r in p.waited - p.started:
             if local_allocation(r):
                 waiters[r].append(kid)
