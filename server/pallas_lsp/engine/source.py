@@ -187,10 +187,10 @@ def _requote_fstrings(text: str) -> str:
             if depth == 0 and c == quote:
                 break  # the f-string's end
             if c == "{":
-                depth = depth + 1 if not (depth == 0 and text.startswith("{{", i)) else depth
-                if depth == 0:
+                if depth == 0 and text.startswith("{{", i):  # a literal brace
                     i += 2
                     continue
+                depth += 1
             elif c == "}" and depth:
                 depth -= 1
             elif c == quote and depth:

@@ -475,6 +475,13 @@ def tuple_items(v: Value) -> Seq | None:
     return Seq(items=tuple(v.attrs.get(f, UNKNOWN) for f in v.cls.fields))
 
 
+def pytree_fields(v: "Instance") -> list[str]:
+    """A record's fields that are pytree children, in jax's order (declared
+    order; static fields left out)."""
+    return [f for f in v.cls.fields if f not in v.cls.static] \
+        or [k for k in v.attrs if k not in v.cls.static]
+
+
 def is_record(v: Value) -> bool:
     """An instance of the file's own dataclass / NamedTuple (a pytree node)."""
     return isinstance(v, Instance) and getattr(v.cls, "record", False)

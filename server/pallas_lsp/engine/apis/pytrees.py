@@ -13,7 +13,8 @@ from pallas_lsp.engine.events import Arg
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import replace
 from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, AllocTree, Instance, Partial,
-                                      RefTree, SeqOf, TreeDef, is_record, join_all)
+                                      RefTree, SeqOf, TreeDef, is_record, join_all,
+                                      pytree_fields)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -157,8 +158,7 @@ def tree_leaves(v: Value, depth: int = 0) -> Value:
                 return UNKNOWN
         parts = [tree_leaves(x, depth + 1) for x in items]
     elif is_record(v):
-        names = [f for f in v.cls.fields if f not in v.cls.static] \
-            or [k for k in v.attrs if k not in v.cls.static]
+        names = pytree_fields(v)
         parts = [Seq(items=(UNKNOWN,)) if f in v.cls.leaves and v.attrs.get(f, UNKNOWN) is UNKNOWN
                  else tree_leaves(v.attrs.get(f, UNKNOWN), depth + 1) for f in names]
     elif isinstance(v, SeqOf):
@@ -269,8 +269,7 @@ def _refill(v: Value, it, depth: int) -> Value | None:
     if is_record(v):
         new = Instance(v.cls)
         new.attrs.update(v.attrs)
-        names = [f for f in v.cls.fields if f not in v.cls.static] \
-            or [k for k in v.attrs if k not in v.cls.static]
+        names = pytree_fields(v)
         for f in names:
             part = _refill(v.attrs.get(f, UNKNOWN), it, depth + 1)
             if part is None:

@@ -18,7 +18,8 @@ from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Choice, GridSpec, Instance,
-                                      OperandDecl, Partial, ShapeDtype, StarUnknown, is_record)
+                                      OperandDecl, Partial, ShapeDtype, StarUnknown, is_record,
+                                      pytree_fields)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -331,7 +332,7 @@ def _record_as_tuple(v: Value) -> Value:
     a nested structure is not followed (its leaves would shift the rest)."""
     if not is_record(v):
         return v
-    names = [f for f in v.cls.fields if f not in v.cls.static]
+    names = pytree_fields(v)
     items = tuple(v.attrs.get(f, UNKNOWN) for f in names)
     if not names or any(isinstance(x, (Seq, Instance)) for x in items):
         return UNKNOWN

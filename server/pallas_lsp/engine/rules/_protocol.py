@@ -95,7 +95,7 @@ def _pair_split_phase(out: dict[int, KernelProtocol], aliasing: set[int]) -> Non
             if local_allocation(r):
                 waiters[r].append(kid)
     starters = [(kid, r) for kid, p in out.items() for r in p.started - p.waited
-                if r in waiters and local_allocation(r)]
+                if r in waiters]
     for kid, r in starters:
         others = [k for k in waiters[r] if k != kid]
         if others:

@@ -310,15 +310,16 @@ def _args(call: ast.Call, api_name: str) -> dict[str, ast.AST] | None:
     return out
 
 
-def _is_load(node: ast.AST, is_ds=None) -> bool:
+def _is_load(node: ast.AST, is_ds=None, *, stores: bool = False) -> bool:
     """A subscript that reads, never one that selects a Ref from a list or
     dict: its index holds `...` (`x[...]`, `x[i, ...]`), is a tuple holding a
     slice (`x[:, 0]`, `x[pl.ds(8), :]`: no list or dict takes that index), or
     is / holds a `pl.ds(...)` (`is_ds` says which calls are); or it indexes
     an `.at[...]` view (`x.at[i][0, 0]`: a view is a Ref, indexing it reads).
     A bare `x[i]`, `x[a:b]` or `x[i, j]` may select from a list or dict: not
-    decided here."""
-    if not isinstance(node, ast.Subscript) or not isinstance(node.ctx, ast.Load):
+    decided here. With `stores`, a subscript written to counts too."""
+    if not isinstance(node, ast.Subscript) or not isinstance(
+            node.ctx, (ast.Load, ast.Store) if stores else ast.Load):
         return False
     if isinstance(node.value, ast.Attribute) and node.value.attr == "at":
         return False
@@ -388,7 +389,7 @@ class _Evidence:
                         continue
                     found = (sub, _index_rank(sub.slice))
                 elif up.__class__ is ast.Subscript and up.value is name \
-                        and _reads_or_writes(up, self.is_ds):
+                        and _is_load(up, self.is_ds, stores=True):
                     found = (up, None)
                 else:
                     continue
@@ -443,10 +444,10 @@ class _Evidence:
             child, up = up, parent.get(id(up))
         return frozenset(out)
 
-    def of(self, name: ast.Name, scope: _Scope, *, ranked: bool):
+    def of(self, name: ast.Name, fallback: _Scope, *, ranked: bool):
         """Evidence for `name` read at its place that is traced whenever that
         place is (`ranked`: only `x.at[i]` with a real index)."""
-        key = self.key(name.id, scope)
+        key = self.key(name.id, self.f.scope_of.get(id(name), fallback))
         if key is None:
             return None
         found = self._evidence(key)
@@ -479,15 +480,6 @@ def _index_rank(index) -> int | None:
     n = sum(1 for e in items if not (isinstance(e, ast.Constant) and e.value is Ellipsis))
     return n or None
 
-
-def _reads_or_writes(sub: ast.Subscript, is_ds) -> bool:
-    """`x[...]`-like in a load or a store: an index no list or dict takes."""
-    if isinstance(sub.ctx, ast.Load):
-        return _is_load(sub, is_ds)
-    if not isinstance(sub.ctx, ast.Store):
-        return False
-    copy = ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Load())
-    return _is_load(copy, is_ds)
 
 
 class _Maker:
@@ -720,20 +712,18 @@ class _Floor:
         if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
                 and isinstance(node.value, ast.Name)):
             return False
-        name = node.value
-        return self.evidence.of(name, self.f.scope_of.get(id(name), scope), ranked=False) \
-            is not None
+        return self.evidence.of(node.value, scope, ranked=False) is not None
 
     def _whole_sem_array(self, node, m: _Maker):
         """The `x.at[i]` showing that the bare name `node`, given as a started
         DMA's semaphore, is a semaphore array; None otherwise."""
         if not isinstance(node, ast.Name):
             return None
-        got = self.evidence.of(node, self.f.scope_of.get(id(node), m.scope), ranked=True)
+        got = self.evidence.of(node, m.scope, ranked=True)
         if got is None:  # `sem = sems` on the line before: the evidence is of `sems`
             via = self.f.value_of(node, self.f.scope_of.get(id(node), m.scope))
             if isinstance(via, ast.Name):
-                got = self.evidence.of(via, self.f.scope_of.get(id(via), m.scope), ranked=True)
+                got = self.evidence.of(via, m.scope, ranked=True)
         return got
 
     def _explain(self, role: str, node, load) -> tuple[str, tuple]:
@@ -804,13 +794,12 @@ class _Floor:
                               fixes=fixes,
                               related=self._related(m, ("wait", "wait_recv", "wait_send")))
 
-
     def _whole_arrays(self, m: _Maker):
         """PAL103 / PAL104: a started DMA given a bare name its function also
         indexes with `.at[i]` as its (receive or send) semaphore."""
-        roles = [("recv_sem", pal103.CODE, "receive"), ("send_sem", pal104.CODE, "send")] \
-            if m.remote else [("sem", pal103.CODE, "completion")]
-        for key, code, role in roles:
+        roles = [("recv_sem", pal103, "receive"), ("send_sem", pal104, "send")] \
+            if m.remote else [("sem", pal103, "completion")]
+        for key, rule, role in roles:
             node = m.args.get(key)
             got = self._whole_sem_array(node, m) if node is not None else None
             if got is None:
@@ -819,7 +808,7 @@ class _Floor:
             text = self.text(node)
             # `…`: a value only the running program knows (the array's shape)
             yield Finding(
-                code=code, message=pal103.MESSAGE.format(shape="…"), span=self.span(node),
+                code=rule.CODE, message=rule.MESSAGE.format(shape="…"), span=self.span(node),
                 detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one "
                         f"of them with `{self.text(at)}`. A DMA signals exactly one {role} "
                         f"semaphore, so select it with `{text}.at[i]`."),
