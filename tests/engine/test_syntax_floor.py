@@ -243,7 +243,6 @@ def test_indexes_no_list_or_dict_takes_are_loads(arg, call):
     "def k(a, b, s, r, c):\n    d = pltpu.make_async_copy(a, b, s)\n"
     "    if c:\n        d = pltpu.make_async_remote_copy(a, b, s, r, device_id=(1,))\n"
     "    d.wait_send()\n",
-    "def k(a, b, s, d):\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n",
     "def k(a, b, s):\n    global d\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n",
     "def k(a, b, s):\n    for d in [pltpu.make_async_copy(a, b, s)]:\n        d.wait_send()\n",
     # a remote copy has a send side
@@ -424,3 +423,46 @@ def test_unbound_names_are_one_value_across_the_files_functions():
 ])
 def test_unbound_names_at_module_level_are_left_alone(body):
     assert floor_only(body) == [], body
+
+
+# ------------------------------------------------ a descriptor name bound in several loops
+
+_LOOPS = ("def k(a, b, sends, recvs, rank):\n"
+          "    with ctx():\n"
+          "        for o in (1, 2):\n"
+          "            dma = pltpu.make_async_remote_copy(a.at[0], b.at[o], sends.at[o], {R1},\n"
+          "                                               device_id=(rank ^ o,))\n"
+          "            dma.start()\n"
+          "    for o in (1, 2):\n"
+          "        dma = pltpu.make_async_remote_copy(a.at[1], b.at[o], sends.at[o], {R2},\n"
+          "                                           device_id=(rank ^ o,))\n"
+          "        dma.start()\n")
+
+
+def test_each_start_reads_the_assignment_just_above_it():
+    """A collective builds `dma` in each of its loops: the name has several
+    bindings, but each `dma.start()` follows its own."""
+    got = floor_only(_LOOPS.format(R1="recvs", R2="recvs.at[o]"))
+    assert [(f.code, f.span.line) for f in got] == [("PAL103", HEADER.count("\n") + 3)]
+    assert floor_only(_LOOPS.format(R1="recvs.at[o]", R2="recvs.at[o]")) == []
+
+
+@pytest.mark.parametrize("body", [
+    # the start comes after branches that bind the name two ways: either one
+    "def k(a, b, sems, c):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    if c:\n        dma = pltpu.make_async_copy(a, b, sems)\n"
+    "    else:\n        dma = pltpu.make_async_copy(a, b, sems.at[1])\n    dma.start()\n",
+    # the name is rebound between the assignment and the start
+    "def k(a, b, sems, other):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    dma = pltpu.make_async_copy(a, b, sems)\n    dma = other\n    dma.start()\n"
+    "    dma = pltpu.make_async_copy(a, b, sems.at[1])\n",
+])
+def test_a_start_no_single_assignment_explains_is_not_followed(body):
+    assert floor_only(body) == [], body
+
+
+def test_a_parameter_rebound_to_a_descriptor_just_above_its_use():
+    """`d` is a parameter and is assigned: two bindings, but the wait reads
+    the assignment on the line above (a local copy has no send side)."""
+    body = "def k(a, b, s, d):\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n"
+    assert [f.code for f in floor_only(body)] == ["PAL106"]

@@ -66,13 +66,22 @@ def concat_partial(a: Value, b: Value) -> Value:
     pa, pb = parts(a), parts(b)
     if pa is None or pb is None:
         return UNKNOWN
+    if isinstance(b, Seq) and not b.items and isinstance(a, (Partial, SeqOf)):
+        return a  # `[*xs]`: the list display adds an empty known part
+    if isinstance(a, Seq) and not a.items and isinstance(b, (Partial, SeqOf)):
+        return b
     head = pa[0] + pb[0] if pa[2] else pa[0]
     tail = pa[1] + pb[1] if pb[2] else pb[1]
     # Items of the unknown part are like its `elem`, not like the known ones.
     elems = list(pa[0]) + list(pa[1]) + list(pb[0]) + list(pb[1]) \
         + [v.elem for v in (a, b) if isinstance(v, (Partial, SeqOf))]
+    # `[buf, *[sem] * n]`: every item after the known front is like the
+    # right side's items.
+    rest = UNKNOWN
+    if pa[2] and len(head) <= MAX_SEQ:
+        rest = b.elem if isinstance(b, SeqOf) else b.rest if isinstance(b, Partial) else UNKNOWN
     return Partial(head=tuple(head[:MAX_SEQ]), tail=tuple(tail[-MAX_SEQ:]),
-                   elem=join_all(elems) if len(elems) <= 64 else UNKNOWN)
+                   elem=join_all(elems) if len(elems) <= 64 else UNKNOWN, rest=rest)
 
 
 def _builtin_iter(args):

@@ -167,7 +167,9 @@ def tree_leaves(v: Value, depth: int = 0) -> Value:
             [inner.elem] if isinstance(inner, SeqOf) else []
         known = join_all(elems) if elems else UNKNOWN
         return SeqOf(elem=known) if isinstance(known, (Ref, Array, Descriptor)) else UNKNOWN
-    elif isinstance(v, (Ref, Array, Descriptor, Alloc)):
+    elif isinstance(v, (Ref, Array, Descriptor, Alloc, Api)):
+        # (an API object such as a bare `pltpu.SemaphoreType.DMA` is no
+        # container: one leaf)
         return Seq(items=(v,))
     else:
         return UNKNOWN

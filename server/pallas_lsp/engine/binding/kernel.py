@@ -64,12 +64,13 @@ def pl_kernel(host: LaunchHost, func: Func, kwargs: dict[str, Arg], frame: Frame
         # No scratch: every parameter is an input or an output, and the
         # call's operands will say which (handled as below).
         args = [UNKNOWN] * len(params)
-    if (args is None or (args and args[0] is STAR_UNKNOWN)) and has_vararg and not params \
+    if (args is None or (args and args[0] is STAR_UNKNOWN)) and has_vararg \
             and outputs is not None and scratch_pos is not None:
-        # `def wrapped(*refs): body(*refs)` (a decorator's wrapper): the
-        # call's operands say how many inputs lead; outputs and scratch follow.
+        # `def wrapped(*refs): body(*refs)` (a decorator's wrapper), or
+        # `def body(x_ref, o_ref, *scratch)`: the call's operands say how many
+        # inputs lead; outputs and scratch follow.
         kc = KernelCallable(launch=launch, func=func, args=tuple(outputs + scratch_pos),
-                            n_in=-1, scratch_kw=tuple(scratch_kw.items()))
+                            n_in=-1, scratch_kw=tuple(scratch_kw.items()), params=tuple(params))
         host.pending_kernels.append((kc, frame))
         return kc
     if args is None or (args and args[0] is STAR_UNKNOWN):
@@ -118,6 +119,11 @@ def run_pl_kernel(host: LaunchHost, kc: KernelCallable, operands: list[Value] | 
     """Run a pl.kernel body once; `operands` (the call's arguments, None when
     it was never called) give the inputs their pytree structure."""
     if id(kc.launch) in host.kernels_done:
+        return UNKNOWN
+    if kc.n_in < 0 and operands is None and kc.params:
+        # named parameters before `*scratch`: which are inputs and which
+        # outputs depends on the operands, and the result was never called
+        kc.launch.reason = "neither the outputs nor the scratch can be counted"
         return UNKNOWN
     host.kernels_done.add(id(kc.launch))
     args = list(kc.args)

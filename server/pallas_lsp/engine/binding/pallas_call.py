@@ -18,8 +18,8 @@ from pallas_lsp.engine.events import Arg, Launch
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Choice, GridSpec, Instance,
-                                      OperandDecl, Partial, ShapeDtype, StarUnknown, is_record,
-                                      pytree_fields)
+                                      OperandDecl, Partial, SeqOf, ShapeDtype, StarUnknown,
+                                      is_record, pytree_fields)
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
@@ -202,9 +202,15 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     # The optional entries after those, when they are all alike, are what
     # a `*refs` parameter holds.
     rest = scratch_value(sv.rest, "scratch_shapes[...]") if isinstance(sv, Partial) else UNKNOWN
-    args, reason = segments_to_args(segments, params, count_required(kernel, params), has_vararg,
-                                     scratch_tail, StarUnknown(elem=rest) if rest is not UNKNOWN
-                                     else STAR_UNKNOWN)
+    if isinstance(sv, SeqOf) and sv.elem is not UNKNOWN \
+            and all(seg is not None for seg in segments[:-1]):
+        args, reason = _alike_scratch(segments[:-1], params, count_required(kernel, params),
+                                      has_vararg, scratch_value(sv.elem, "scratch_shapes[...]"))
+    else:
+        args, reason = segments_to_args(segments, params, count_required(kernel, params),
+                                         has_vararg, scratch_tail,
+                                         StarUnknown(elem=rest) if rest is not UNKNOWN
+                                         else STAR_UNKNOWN)
     if args is None:
         launch.reason = reason
         # Another call of the launcher may make countable specs (a caller
@@ -239,6 +245,22 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
                        call_node=pc.kernel_arg or pc.node, backend_name=be)
     finally:
         host.provisional_site = before
+
+
+def _alike_scratch(known: list, params: list[str], required: int, has_vararg: bool,
+                   elem: Value) -> tuple[list[Value] | None, str]:
+    """Scratch of unknown length whose entries are all alike
+    (`[pltpu.SemaphoreType.DMA] * (3 + 2 * n)` with n from a mesh): each
+    required parameter after the operands receives one entry (a shorter
+    list is JAX's arity error, and then nothing is traced) and `*rest` the
+    others. A parameter with a default may be left to it: Unknown."""
+    front = [v for seg in known for v in seg]
+    if len(front) > len(params) and not has_vararg:
+        return None, "the launch binds more parameters than the kernel takes"
+    args = front + [elem if i < required else UNKNOWN for i in range(len(front), len(params))]
+    if has_vararg:
+        args.append(StarUnknown(elem=elem))
+    return args, ""
 
 
 MAX_KERNELS_PER_SITE = 8

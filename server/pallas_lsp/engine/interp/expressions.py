@@ -16,7 +16,7 @@ from pallas_lsp.engine.binding.specs import SpecHolder, SpecInit
 from pallas_lsp.engine.events import Arg, KernelOp, RefAccess, Window
 from pallas_lsp.engine.frames import Frame
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
-from pallas_lsp.engine.values import (UNKNOWN, Alloc, AtProxy, Bound, ClassVal, Imported, Instance,
+from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, AtProxy, Bound, ClassVal, Imported, Instance,
                                       ModuleRef, Partial, SeqOf, SliceVal, TextPrefix, TreeDef, as_view,
                                       join, join_all)
 
@@ -213,7 +213,10 @@ class ExpressionsMixin:
             bounds.append(v.value)
         if bounds[2] == 0:
             return UNKNOWN  # Python raises
-        return Seq(items=base.items[bounds[0]:bounds[1]:bounds[2]])
+        # A slice of a call's `*args` is still positional arguments, one
+        # array each (`tree_map(new_ref, operands[:n_in])`).
+        return Seq(items=base.items[bounds[0]:bounds[1]:bounds[2]],
+                   origin=base.origin if base.origin == VARARGS else "")
 
     def eval_index(self, node: ast.expr, frame: Frame) -> list[Value]:
         elts = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -249,6 +252,12 @@ class ExpressionsMixin:
                 and isinstance(b, Const) and isinstance(b.value, int) and 0 <= b.value <= 64 \
                 and len(a.items) * b.value <= pyops.MAX_SEQ:
             return Seq(items=a.items * b.value)
+        if isinstance(op, ast.Mult) and isinstance(a, Seq) and a.keys is None and a.items \
+                and b is UNKNOWN:
+            # `[pltpu.SemaphoreType.DMA] * (3 + 2 * n)` with n from a mesh:
+            # a list of unknown length whose items are all alike.
+            elem = self.join_values(list(a.items))
+            return SeqOf(elem=elem) if elem is not UNKNOWN else UNKNOWN
         if isinstance(op, ast.Mult) and isinstance(a, SeqOf) and (b is UNKNOWN or (
                 isinstance(b, Const) and type(b.value) is int)):
             return a  # `specs * 2`: still a list of unknown length of the same items

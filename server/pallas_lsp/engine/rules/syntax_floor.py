@@ -242,6 +242,34 @@ class _File:
             s = s.parent
         return None, last
 
+    def straight_line_value(self, name: ast.Name):
+        """The value of `name = value` read by the load `name` when that
+        assignment comes before it in the same run of statements (blocks of
+        `with` included) with no other binding of the name in between;
+        None otherwise (a loop's body or a branch may have rebound it)."""
+        parent = self.parent
+        node, up = name, parent.get(id(name))
+        while up is not None and not isinstance(node, ast.stmt):
+            node, up = up, parent.get(id(up))
+        while up is not None:
+            block = next((b for b in (getattr(up, "body", None), getattr(up, "orelse", None),
+                                      getattr(up, "finalbody", None))
+                          if b.__class__ is list and any(s is node for s in b)), None)
+            if block is None:
+                return None
+            i = next(k for k, s in enumerate(block) if s is node)
+            for stmt in reversed(block[:i]):
+                if not _binds(stmt, name.id):
+                    continue
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                        and isinstance(stmt.targets[0], ast.Name):
+                    return stmt.value
+                return None
+            if not isinstance(up, (ast.With, ast.AsyncWith)):
+                return None
+            node, up = up, parent.get(id(up))
+        return None
+
     def lookup(self, name: str, scope: _Scope) -> tuple | None:
         """The one binding `name` has where it is read, or None."""
         if name in self.tainted:
@@ -461,6 +489,29 @@ class _Evidence:
 
 
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    """Does `stmt` (nested defs and classes by their name only) bind `name`?"""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+            if node is not stmt:
+                continue
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == name for a in node.names):
+            return True
+        if isinstance(node, ast.ExceptHandler) and node.name == name:
+            return True
+        if isinstance(node, (ast.Lambda,) + _COMPS):
+            continue  # their own scopes (a walrus inside aside)
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 _TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 
 
@@ -542,6 +593,14 @@ class _Floor:
             b = self.f.lookup(expr.id, scope)
             if b is not None and b[0] == "value":
                 return self.descriptors(b[1], self._scope_binding(expr.id, scope), depth + 1)
+            if b is None and expr.id not in self.f.tainted:
+                # `dma = make_async_remote_copy(...)` in each of three loops:
+                # the name is bound thrice, but each `dma.start()` reads the
+                # assignment just above it.
+                value = self.f.straight_line_value(expr)
+                m = self.makers.get(id(value)) if value is not None else None
+                if m is not None:
+                    return [m]
         return None
 
     def _scope_binding(self, name, scope):
@@ -601,7 +660,8 @@ class _Floor:
                 continue  # chained: seen as a method call below
             if isinstance(parent, ast.Assign) and len(parent.targets) == 1 \
                     and isinstance(parent.targets[0], ast.Name) \
-                    and f.lookup(parent.targets[0].id, m.scope) == ("value", m.call):
+                    and (f.lookup(parent.targets[0].id, m.scope) == ("value", m.call)
+                         or parent.targets[0].id not in f.tainted):
                 continue  # followed through the name below
             if isinstance(parent, ast.Expr) and m.api in _STARTING:
                 continue  # `pltpu.async_copy(...)` as a statement: nothing else done
@@ -624,12 +684,25 @@ class _Floor:
             if isinstance(up, ast.Assign) and isinstance(call.func, ast.Name) and \
                     len(up.targets) == 1 and isinstance(up.targets[0], ast.Name):
                 bound.add(up.targets[0].id)
+        # makers assigned to a name bound more than once: a read that no
+        # assignment just above explains may be any of them
+        several: dict[tuple, list] = {}
+        for m in self.makers.values():
+            up = f.parent.get(id(m.call))
+            if isinstance(up, ast.Assign) and len(up.targets) == 1 \
+                    and isinstance(up.targets[0], ast.Name) \
+                    and f.lookup(up.targets[0].id, m.scope) is None:
+                target = up.targets[0].id
+                s = self._scope_binding(target, m.scope)
+                several.setdefault((id(s), target), []).append(m)
         for name in f.loads:
             if name.id not in bound:
                 continue
             scope = f.scope_of[id(name)]
             got = self.descriptors(name, scope)
             if not got:
+                for m in several.get((id(self._scope_binding(name.id, scope)), name.id), ()):
+                    m.escaped = True
                 continue
             parent = f.parent.get(id(name))
             if isinstance(parent, ast.Attribute) and parent.attr in _METHODS and \
