@@ -104,3 +104,21 @@ def kernel(x_hbm, o_hbm, buf, sems, flag):
 @pytest.mark.parametrize("name", sorted(NEGATIVE))
 def test_negative_patterns_are_silent(name):
     assert codes(NEGATIVE[name] + CALL) == []
+
+
+@pytest.mark.parametrize("code", ["PAL301", "PAL302", "PAL303"])
+@pytest.mark.parametrize("elision", ["    # ...\n", "    ...\n", "    # …\n"])
+def test_a_kernel_with_elided_code_may_pair_there(code, elision):
+    """Docs and tutorials elide the rest of a kernel (`# ...`): the wait (or
+    the start, or the use of a descriptor) may be in what is left out. The same kernel written out is
+    reported."""
+    assert codes(BUGGY[code] + CALL) == [code]
+    elided = BUGGY[code].replace("    pltpu.sync_copy", elision + "    pltpu.sync_copy")
+    assert codes(elided + CALL) == []
+    trailing = BUGGY[code] + elision  # the last line of the body, after every statement
+    assert codes(trailing + CALL) == []
+
+
+def test_an_elision_in_another_function_does_not_open_the_kernel():
+    other = "\ndef helper():\n    # ...\n    pass\n"
+    assert codes(BUGGY["PAL302"] + other + CALL) == ["PAL302"]

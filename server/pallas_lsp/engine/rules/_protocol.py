@@ -5,6 +5,7 @@ start or wait *could* pair with the one in question."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import field
 
@@ -29,8 +30,18 @@ class KernelProtocol:
     escaped: bool = False  # a descriptor or semaphore left our sight
 
 
-def protocols(events: Events) -> dict[int, KernelProtocol]:
+# A line that stands for elided code: `...`, `# ...`, `# …` (docs pages,
+# tutorials: "the rest of the kernel goes here").
+_ELISION = re.compile(r"^\s*(#\s*)?(\.\.\.|…)\s*$")
+
+
+def protocols(events: Events, src=None) -> dict[int, KernelProtocol]:
+    """Per kernel analysis. With the file's source, a kernel whose def
+    holds a line of elided code may start or wait there: its protocol is
+    open, as if a descriptor escaped."""
     out: dict[int, KernelProtocol] = defaultdict(KernelProtocol)
+    for kid in elided_kernels(events, src):
+        out[kid].escaped = True
     for call in events.dmas:
         if not call.in_kernel:
             continue
@@ -61,6 +72,31 @@ def protocols(events: Events) -> dict[int, KernelProtocol]:
             out[op.kernel_id].unknown_wait = out[op.kernel_id].unknown_start = True
     _pair_split_phase(out, _aliasing_kernels(events))
     return out
+
+
+def elided_kernels(events: Events, src) -> set[int]:
+    """Kernel analyses whose def (in the analysed file) holds elided code."""
+    if src is None:
+        return set()
+    return {la.kernel_id for la in events.launches
+            if la.kernel_id and la.kernel_node is not None and _elided(la.kernel_node, src)}
+
+
+def _elided(node: ast.AST, src) -> bool:
+    if getattr(node, "_pl_src", src) is not src:
+        return False  # a def of another file (an import): its lines are not these
+    start, end = getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0
+    lines = src.lines
+    # Comments after the last statement, indented into the body, are the body's
+    # (`# ...` as its last line).
+    col = getattr(node, "col_offset", 0)
+    while end < len(lines):
+        text = lines[end]
+        stripped = text.lstrip()
+        if stripped and (not stripped.startswith("#") or len(text) - len(stripped) <= col):
+            break
+        end += 1
+    return any(_ELISION.match(line) for line in lines[max(start - 1, 0):end])
 
 
 def _aliasing_kernels(events: Events) -> set[int]:

@@ -7,7 +7,7 @@ MESSAGE = "DMA started but never waited"
 
 
 def check(ctx: Context):
-    kernels = protocols(ctx.events)
+    kernels = protocols(ctx.events, ctx.src)
     calls = [c for c in ctx.events.dmas if c.in_kernel and c.started and c.api != "sync_copy"]
     for group in by_node(calls).values():
         if any(_may_be_waited(c, kernels[c.kernel_id]) for c in group):

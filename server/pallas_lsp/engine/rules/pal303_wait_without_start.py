@@ -7,7 +7,7 @@ MESSAGE = "Wait on a DMA that is never started"
 
 
 def check(ctx: Context):
-    kernels = protocols(ctx.events)
+    kernels = protocols(ctx.events, ctx.src)
     calls = [c for c in ctx.events.dmas if c.in_kernel and not c.started and c.waited]
     for group in by_node(calls).values():
         if any(_may_be_signalled(c, kernels[c.kernel_id]) for c in group):
