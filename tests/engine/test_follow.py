@@ -1230,11 +1230,18 @@ def test_launcher_loop_over_optional_operands_keeps_the_spec_count():
     '''
     assert "PAL103" not in codes(body)
     assert codes(body.replace("buf, sems.at[0])", "buf, sems)")) == ["PAL103"]
-    # A loop that may stop early is not run item by item: nothing is claimed.
+    # A loop that may stop early is not run item by item: how many inputs
+    # there are is unknown past the first. The signature (no `*args`, no
+    # defaults) still binds the outputs and scratch from the back, as any
+    # call JAX traces must: the whole `sems` is still a whole array.
     early = body.replace("            operands += (extra,)\n",
                          "            operands += (extra,)\n            if extra is None:\n"
                          "                break\n")
-    assert codes(early.replace("buf, sems.at[0])", "buf, sems)")) == []
+    assert codes(early) == []
+    assert codes(early.replace("buf, sems.at[0])", "buf, sems)")) == ["PAL103"]
+    # ... but nothing is claimed of the inputs after the first (a may be None)
+    assert codes(early.replace("make_async_copy(x_hbm, buf, sems.at[0])",
+                               "make_async_copy(b_hbm, buf, sems.at[0])")) == []
 
 
 def test_scratch_list_of_unknown_length_binds_its_first_entries():

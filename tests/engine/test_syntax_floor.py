@@ -370,12 +370,11 @@ def test_the_function_says_the_name_is_a_ref(body, code):
     # evidence in another function binds another name
     "def j(a, b, s):\n    pltpu.make_async_copy(a.at[0], b, s).start()\n\n"
     "def k(a, b, s):\n    pltpu.make_async_copy(a[0], b, s).start()\n",
-    # evidence only under a branch the DMA is not in (a name that does not
-    # say "several semaphores": that is another tier, tested below)
-    "def k(a, b, pool, c):\n    if c:\n        pltpu.make_async_copy(a, b, pool.at[0]).start()\n"
-    "    else:\n        pltpu.make_async_copy(a, b, pool).start()\n",
-    "def k(a, b, pool, c):\n    if c:\n        pltpu.make_async_copy(a, b, pool.at[0]).start()\n"
-    "    pltpu.make_async_copy(a, b, pool).start()\n",
+    # evidence only under a branch the DMA is not in
+    "def k(a, b, sems, c):\n    if c:\n        pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    else:\n        pltpu.make_async_copy(a, b, sems).start()\n",
+    "def k(a, b, sems, c):\n    if c:\n        pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+    "    pltpu.make_async_copy(a, b, sems).start()\n",
     "def k(a, b, s):\n    try:\n        pltpu.sync_copy(a.at[0], b)\n    except AttributeError:\n"
     "        pass\n    pltpu.sync_copy(a[0], b)\n",
     "def k(a, b, s):\n    x = [a.at[1] for _ in range(2) if s]\n    pltpu.sync_copy(a[0], b)\n",
@@ -419,8 +418,8 @@ def test_unbound_names_are_one_value_across_the_files_functions():
     "pltpu.make_async_copy(x.at[0], y, sems.at[0]).start()\n"
     "pltpu.async_copy(x, y, sems)\n"
     "pltpu.async_copy(x[0], y, s)\n",
-    "pltpu.make_async_copy(x, y, pool.at[0]).start()\n\n"
-    "def f():\n    pltpu.async_copy(x, y, pool)\n",
+    "pltpu.make_async_copy(x, y, sems.at[0]).start()\n\n"
+    "def f():\n    pltpu.async_copy(x, y, sems)\n",
 ])
 def test_unbound_names_at_module_level_are_left_alone(body):
     assert floor_only(body) == [], body
@@ -467,59 +466,3 @@ def test_a_parameter_rebound_to_a_descriptor_just_above_its_use():
     the assignment on the line above (a local copy has no send side)."""
     body = "def k(a, b, s, d):\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n"
     assert [f.code for f in floor_only(body)] == ["PAL106"]
-
-
-# ------------------------------------------------ a semaphore array known by its name alone
-
-@pytest.mark.parametrize("body, code", [
-    # a kernel of a library whose launch is in another file
-    ("def k(a, b, fetch_sems, slot):\n    pltpu.make_async_copy(a, b.at[slot], fetch_sems).start()\n",
-     "PAL103"),
-    ("def k(a, b, send_sems, recv_sems, slot):\n"
-     "    pltpu.make_async_remote_copy(a, b, send_sems, recv_sems.at[slot], device_id=(1,)).start()\n",
-     "PAL104"),
-    # a docs page's function using the kernel's parameter without binding it
-    ("def step(i):\n    pltpu.async_copy(x_hbm.at[i], buf, dma_semaphores)\n", "PAL103"),
-])
-def test_a_bare_name_for_several_semaphores(body, code):
-    got = floor_only(body)
-    assert [f.code for f in got] == [code], body
-    assert "named as an array of semaphores" in got[0].detail
-    assert got[0].fixes and not got[0].fixes[0].safe
-
-
-@pytest.mark.parametrize("body", [
-    # one semaphore, named so
-    "def k(a, b, sem):\n    pltpu.make_async_copy(a, b, sem).start()\n",
-    "def k(a, b, recvs):\n    pltpu.make_async_copy(a, b, recvs).start()\n",
-    # a local value: the engine (or the file) says what it is
-    "def k(a, b, pool):\n    sems = pool[0]\n    pltpu.make_async_copy(a, b, sems).start()\n",
-    # module-level snippets
-    "pltpu.make_async_copy(x, y, sems).start()\n",
-    # never started: JAX checks the semaphore at `.start()`
-    "def k(a, b, sems):\n    return pltpu.make_async_copy(a, b, sems)\n",
-])
-def test_no_name_no_finding(body):
-    assert floor_only(body) == [], body
-
-
-def test_what_the_engine_knows_wins_over_the_name():
-    """Launched in the file with a scalar semaphore named `sems`: the engine
-    knows its shape is (), so neither it nor the floor reports anything."""
-    body = '''
-    def kernel(x_hbm, o_hbm, sems):
-        pltpu.make_async_copy(x_hbm, o_hbm, sems).start()
-        pltpu.make_async_copy(x_hbm, o_hbm, sems).wait()
-
-    def copy(x):
-        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                              in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                              scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
-    '''
-    assert run(body)[0].findings == []
-    array = body.replace("scratch_shapes=[pltpu.SemaphoreType.DMA]",
-                         "scratch_shapes=[pltpu.SemaphoreType.DMA((2,))]")
-    got = run(array)[0].findings
-    assert [f.code for f in got] == ["PAL103", "PAL406"]  # its wait is refused too
-    assert got[0].message.endswith("(2,)")

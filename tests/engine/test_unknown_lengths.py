@@ -208,3 +208,50 @@ def test_jax_refuses_the_bug(case):
     p = _interpret(case, CASES[case][1])
     assert p.returncode != 0
     assert "Cannot signal on a non-()-shaped semaphore: (2,)" in p.stderr, p.stderr[-2000:]
+
+
+LEADING = '''
+def kernel(lens_ref, starts_ref, *refs):
+    *hbm, o_hbm, buf, sems = refs
+    n = lens_ref[0] + starts_ref[0]
+    c = pltpu.make_async_copy(hbm[0].at[pl.ds(0, 8)], buf, SEM)  # SITE
+    c.start()
+    c.wait()
+    pltpu.sync_copy(buf, o_hbm)
+
+
+def launch(lens, starts, xs):
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+    any_spec = pl.BlockSpec(memory_space=pl.ANY)
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[smem] * 2 + [any_spec] * len(xs), out_specs=any_spec,
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
+        interpret=pltpu.InterpretParams())(lens, starts, *xs)
+'''
+
+
+def test_known_leading_inputs_then_an_unknown_count():
+    """`[smem] * 2 + [any_spec] * len(xs)`: the first two inputs are SMEM
+    Refs (reading them is fine), how many follow is unknown, and the
+    scratch at the end of `*refs` is still known. Before, the whole list
+    counted as one input, and `starts_ref` was taken for the ANY output:
+    reading it was a false PAL204."""
+    analysis, src = run(LEADING.replace("SEM", "sems"))
+    assert [(f.code, f.span.line) for f in analysis.findings] == \
+        [("PAL103", line_of(src, "# SITE"))]
+    assert run(LEADING.replace("SEM", "sems.at[0]"))[0].findings == []
+
+
+@pytest.mark.parametrize("sem, ok", [("sems.at[0]", True), ("sems", False)])
+def test_jax_on_leading_inputs(sem, ok):
+    p = run_jax(HEADER + LEADING.replace("SEM", sem) + (
+        "\nx = jnp.ones((16, 128), jnp.float32)\n"
+        "print(float(launch(jnp.zeros((1,), jnp.int32), jnp.zeros((1,), jnp.int32), [x, x])"
+        ".sum()))\n"))
+    if ok:
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert p.stdout.strip() == "1024.0"
+    else:
+        assert p.returncode != 0
+        assert "Cannot signal on a non-()-shaped semaphore: (2,)" in p.stderr, p.stderr[-2000:]

@@ -174,11 +174,16 @@ class Partial(Value):
     # What each item between the head and the tail is, when known (`*refs`
     # of a `*refs` kernel: inputs, each a Ref, before the outputs and scratch).
     middle: Value = UNKNOWN
+    # The head and the tail are different items, the unknown part between
+    # them (`*refs` bound from a call's arguments around a `*rest`).
+    disjoint: bool = False
 
     def describe(self) -> str:
         return f"[{', '.join(v.describe() for v in self.head[:3])}, …]"
 
     def drop_first(self) -> "Partial":
+        if self.disjoint and self.head:
+            return Partial(head=self.head[1:], tail=self.tail, elem=self.elem, disjoint=True)
         # The list may have been exactly `tail` long: dropping its first item
         # may consume tail[0], so only tail[1:] stays certain.
         return Partial(head=self.head[1:], tail=self.tail[1:], elem=self.elem)

@@ -195,6 +195,12 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     params, has_vararg = positional
     params = [p for p in params if p not in scratch_kw]  # a dict's entries arrive as keywords
     segments = [prefetch, inputs, outputs, scratch_pos]
+    ins = pc.in_specs
+    if inputs is None and isinstance(ins, Partial) and ins.head:
+        # `[smem_spec] * 4 + [any_spec] * len(rest)`: the first inputs are
+        # known, how many follow is not.
+        segments[1:2] = [[operand_value(s, operand(pc, n_pref, i), f"input #{i} (in_specs[{i}])",
+                                        False) for i, s in enumerate(ins.head)], None]
     if isinstance(sv, Partial) and sv.head:
         # ... and so are its first ones (`[a, b] + ([c] if flag else [])`).
         segments[-1:] = [[scratch_value(item, f"scratch_shapes[{i}]")

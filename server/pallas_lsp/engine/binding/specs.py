@@ -178,8 +178,8 @@ def top_items(v: Value, present: bool) -> list[Value] | None:
         return None
     if isinstance(v, Seq) and v.keys is None:
         return list(v.items)
-    if v is UNKNOWN or isinstance(v, Seq):
-        return None
+    if v is UNKNOWN or isinstance(v, (Seq, SeqOf, Partial)):
+        return None  # how many operands (`[spec] * len(xs)`) is not known
     return [v]
 
 

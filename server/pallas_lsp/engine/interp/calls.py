@@ -409,7 +409,7 @@ class CallsMixin:
                     inner = args_star.elem if not pyops.has_star(after) else UNKNOWN
                     values[a.vararg.arg] = Partial(
                         head=head, tail=tail, elem=join_all(list(head) + list(tail) + middle),
-                        middle=inner)
+                        middle=inner, disjoint=True)
             else:
                 values[a.vararg.arg] = UNKNOWN
         for p, d in zip(a.kwonlyargs, a.kw_defaults):

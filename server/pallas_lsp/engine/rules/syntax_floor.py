@@ -27,12 +27,6 @@ text settles the question:
   the bare `sems` signals a whole semaphore array. The name must have one
   binding and the evidence must be traced whenever the DMA is (no `if` branch
   of its own that the DMA is not also in).
-* PAL103 / PAL104 from a name alone, where nothing else can tell: a started
-  DMA given a bare parameter (or a name the file never binds, a docs page's
-  placeholder) named as an array of semaphores (`recv_sems`, `semaphores`),
-  in code the engine ran without knowing that value's shape (a kernel no
-  launch of the file reaches). No correct DMA in about 4,000 third-party
-  files passes such a name bare; 469 pass a bare `sem`-like one.
 
 A descriptor or a value is followed through a name only when that name has
 exactly one binding, a plain `name = <expr>`, in its scope (no parameter,
@@ -49,10 +43,9 @@ from __future__ import annotations
 import ast
 import functools
 import os
-import re
 
 from pallas_lsp.engine import api
-from pallas_lsp.engine.model import Ref, Span, Unknown
+from pallas_lsp.engine.model import Span
 from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal102_send_sem_not_ref as pal102,
                                      pal103_dst_sem_not_scalar as pal103,
@@ -496,8 +489,6 @@ class _Evidence:
 
 
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-# `sems`, `recv_sems`, `dma_semaphores`: a name for several semaphores
-_SEM_ARRAY_NAME = re.compile(r"(?i)(sems|semaphores)$")
 
 
 def _binds(stmt: ast.stmt, name: str) -> bool:
@@ -796,29 +787,6 @@ class _Floor:
             return False
         return self.evidence.of(node.value, scope, ranked=False) is not None
 
-    def _named_sem_array(self, node, m: _Maker, key: str) -> bool:
-        """Is the bare `node` a parameter (or never bound) named as an array
-        of semaphores, whose shape the engine did not learn at this call?"""
-        if not isinstance(node, ast.Name) or not _SEM_ARRAY_NAME.search(node.id) \
-                or node.id in self.f.tainted:
-            return False
-        scope = self.f.scope_of.get(id(node), m.scope)
-        s, _ = self.f.resolve(node.id, scope)
-        if s is not None:
-            args = getattr(s.node, "args", None)
-            params = [p.arg for p in args.posonlyargs + args.args + args.kwonlyargs] \
-                if isinstance(args, ast.arguments) else []
-            if s.kind != "function" or s.binds[node.id] != [("other", None)] \
-                    or node.id not in params:
-                return False
-        else:
-            top = scope  # unbound: only inside a function (a docs page's kernel part)
-            while top.parent is not None and top.kind != "function":
-                top = top.parent
-            if top.kind != "function":
-                return False
-        return self.dead is None or not self.dead.knows_sem(m.call, key)
-
     def _whole_sem_array(self, node, m: _Maker):
         """The `x.at[i]` showing that the bare name `node`, given as a started
         DMA's semaphore, is a semaphore array; None otherwise."""
@@ -907,17 +875,6 @@ class _Floor:
         for key, rule, role in roles:
             node = m.args.get(key)
             got = self._whole_sem_array(node, m) if node is not None else None
-            if got is None and node is not None and self._named_sem_array(node, m, key):
-                text = self.text(node)
-                yield Finding(
-                    code=rule.CODE, message=rule.MESSAGE.format(shape="…"), span=self.span(node),
-                    detail=(f"`{text}` is named as an array of semaphores, and no launch in this "
-                            f"file says what it holds. A DMA signals exactly one {role} "
-                            f"semaphore: select it with `{text}.at[i]` (if `{text}` is one "
-                            f"semaphore, a singular name says so and silences this)."),
-                    fixes=at_fix(self.ctx, node, (None,)),
-                    related=self._related(m, ("start",)))
-                continue
             if got is None:
                 continue
             at, rank = got
@@ -952,25 +909,14 @@ class _Dead:
         self.ok = not events.truncated  # a step budget ran out: nothing is known dead
         self.entered = set(interp._entered) - set(interp._unknown_run)
         self.reached = set()
-        self._known_sems: dict[str, set] = {"sem": set(), "send_sem": set(), "recv_sem": set()}
         for call in events.dmas:
             self.reached.add(id(call.node))
-            for key, arg in (("sem", call.sem), ("recv_sem", call.sem),
-                             ("send_sem", call.send_sem)):
-                v = getattr(arg, "value", None)
-                if getattr(v, "shape", None) is not None or not isinstance(v, (Ref, Unknown)):
-                    self._known_sems[key].add(id(call.node))
             self.reached.update(id(op.node) for op in call.ops)
         # No DMA call of the file reached: the engine may not know these APIs
         # under the names this file uses; then an unreached call is not dead.
         own = interp.src  # (the command line's parse may be tagged as the file's own)
         self.ok = self.ok and any(getattr(n, "_pl_src", own) is own
                                   for n in (c.node for c in events.dmas))
-
-    def knows_sem(self, call, key: str) -> bool:
-        """Did a run of the engine reach `call` knowing the shape of its
-        `sem` (or `send_sem`)? Then its own rules judge it."""
-        return id(call) in self._known_sems.get(key, ())
 
     def __call__(self, node, scope) -> bool:
         if not self.ok or id(node) in self.reached:
