@@ -466,3 +466,45 @@ def test_a_parameter_rebound_to_a_descriptor_just_above_its_use():
     the assignment on the line above (a local copy has no send side)."""
     body = "def k(a, b, s, d):\n    d = pltpu.make_async_copy(a, b, s)\n    d.wait_send()\n"
     assert [f.code for f in floor_only(body)] == ["PAL106"]
+
+
+# ------------------------------------------------ evidence handed between the file's functions
+
+_HANDED = ("def ring(a, b, recvs, step):\n"
+           "    pltpu.make_async_copy(a, b, {INNER}).start()\n\n"
+           "def reduce(a, b, recvs, step):\n"
+           "{GUARD}    ring(a, b, recvs=recvs, step=step)\n"
+           "    pltpu.make_async_copy(a, b, {OUTER}).start()\n")
+
+
+@pytest.mark.parametrize("inner, outer, line", [
+    # the caller indexes the array it hands over: the callee's bare use is the whole array
+    ("recvs", "recvs.at[step]", 2),
+    # the callee indexes what it is always handed: the caller's bare use is too
+    ("recvs.at[step]", "recvs", 6),
+])
+def test_a_name_handed_to_a_function_of_the_file_carries_its_evidence(inner, outer, line):
+    got = floor_only(_HANDED.format(INNER=inner, OUTER=outer, GUARD=""))
+    # (`line`: 1-based in the body; spans are 0-based)
+    assert [(f.code, f.span.line) for f in got] == [("PAL103", HEADER.count("\n") + line - 1)]
+
+
+@pytest.mark.parametrize("inner, outer, guard", [
+    # the call only under a branch the caller's DMA is not in
+    ("recvs.at[step]", "recvs", "    if step:\n    "),
+    # the caller's evidence under a branch the call is not in
+    ("recvs", "recvs.at[step] if step else recvs.at[0]", ""),
+    # both fine
+    ("recvs.at[step]", "recvs.at[step]", ""),
+])
+def test_handed_evidence_keeps_its_branch_conditions(inner, outer, guard):
+    body = _HANDED.format(INNER=inner, OUTER=outer, GUARD=guard)
+    assert floor_only(body) == [], body
+
+
+def test_evidence_in_a_callee_under_a_branch_does_not_travel():
+    body = ("def ring(a, b, recvs, step):\n    if step:\n"
+            "        pltpu.make_async_copy(a, b, recvs.at[step]).start()\n\n"
+            "def reduce(a, b, recvs, step):\n    ring(a, b, recvs, step)\n"
+            "    pltpu.make_async_copy(a, b, recvs).start()\n")
+    assert floor_only(body) == []

@@ -401,6 +401,7 @@ class _Evidence:
     def __init__(self, f: "_File", is_ds):
         self.f, self.is_ds = f, is_ds
         self._by_key: dict[tuple, list] | None = None
+        self._links: dict[tuple, list] | None = None
         self._resolved: dict[tuple, list] = {}
 
     def _candidates(self) -> dict[tuple, list]:
@@ -479,13 +480,60 @@ class _Evidence:
         if key is None:
             return None
         found = self._evidence(key)
-        if not found:
-            return None
         here = self.path(name, key[0])
         for node, rank, path in found:
             if (rank if ranked else True) and path <= here:
                 return node, rank
+        # The same value under another name: a parameter a function of this
+        # file is handed (`g(recvs=recvs)`), with its evidence there.
+        for other, call, caller_side in self._linked().get(key, ()):
+            for node, rank, path in self._evidence(other):
+                if not (rank if ranked else True):
+                    continue
+                if caller_side:  # evidence in the caller, the use in the callee
+                    ok = path <= self.path(call, other[0])
+                else:  # evidence in the callee (always traced), the use in the caller
+                    ok = not path and self.path(call, key[0]) <= here
+                if ok:
+                    return node, rank
         return None
+
+    def _linked(self) -> dict[tuple, list]:
+        """key -> [(the other key, the call, is the other the caller's)] for
+        each call of a def of this file given a name as an argument."""
+        if self._links is None:
+            self._links = {}
+            f = self.f
+            for call in f.calls:
+                func = call.func
+                if not isinstance(func, ast.Name):
+                    continue
+                scope = f.scope_of.get(id(call))
+                b = f.lookup(func.id, scope) if scope is not None else None
+                if b is None or b[0] != "def":
+                    continue
+                inner = f.def_scope.get(id(b[1]))
+                a = b[1].args
+                if inner is None or a.vararg is not None and any(
+                        isinstance(x, ast.Starred) for x in call.args):
+                    continue
+                positional = [p.arg for p in a.posonlyargs + a.args]
+                pairs = [(positional[i], x) for i, x in enumerate(call.args)
+                         if i < len(positional) and not any(
+                             isinstance(y, ast.Starred) for y in call.args[:i + 1])]
+                names = set(positional) | {p.arg for p in a.kwonlyargs}
+                pairs += [(k.arg, k.value) for k in call.keywords if k.arg in names]
+                for param, arg in pairs:
+                    if not isinstance(arg, ast.Name) or param in f.tainted \
+                            or inner.binds.get(param) != [("other", None)]:
+                        continue
+                    outer = self.key(arg.id, f.scope_of.get(id(arg), scope))
+                    if outer is None:
+                        continue
+                    callee = (id(inner.node), param)
+                    self._links.setdefault(callee, []).append((outer, call, True))
+                    self._links.setdefault(outer, []).append((callee, call, False))
+        return self._links
 
 
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
