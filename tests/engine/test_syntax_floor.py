@@ -487,6 +487,7 @@ def test_a_name_handed_to_a_function_of_the_file_carries_its_evidence(inner, out
     got = floor_only(_HANDED.format(INNER=inner, OUTER=outer, GUARD=""))
     # (`line`: 1-based in the body; spans are 0-based)
     assert [(f.code, f.span.line) for f in got] == [("PAL103", HEADER.count("\n") + line - 1)]
+    assert "handed on by the call on line" in got[0].detail
 
 
 @pytest.mark.parametrize("inner, outer, guard", [

@@ -475,7 +475,8 @@ class _Evidence:
 
     def of(self, name: ast.Name, fallback: _Scope, *, ranked: bool):
         """Evidence for `name` read at its place that is traced whenever that
-        place is (`ranked`: only `x.at[i]` with a real index)."""
+        place is (`ranked`: only `x.at[i]` with a real index): (the node, its
+        rank, the call that hands the name on when the evidence is across it)."""
         key = self.key(name.id, self.f.scope_of.get(id(name), fallback))
         if key is None:
             return None
@@ -483,7 +484,7 @@ class _Evidence:
         here = self.path(name, key[0])
         for node, rank, path in found:
             if (rank if ranked else True) and path <= here:
-                return node, rank
+                return node, rank, None
         # The same value under another name: a parameter a function of this
         # file is handed (`g(recvs=recvs)`), with its evidence there.
         for other, call, caller_side in self._linked().get(key, ()):
@@ -495,7 +496,7 @@ class _Evidence:
                 else:  # evidence in the callee (always traced), the use in the caller
                     ok = not path and self.path(call, key[0]) <= here
                 if ok:
-                    return node, rank
+                    return node, rank, call
         return None
 
     def _linked(self) -> dict[tuple, list]:
@@ -925,14 +926,16 @@ class _Floor:
             got = self._whole_sem_array(node, m) if node is not None else None
             if got is None:
                 continue
-            at, rank = got
+            at, rank, call = got
             text = self.text(node)
+            handed = f" (the same array, handed on by the call on line {call.lineno})" \
+                if call is not None else ""
             # `…`: a value only the running program knows (the array's shape)
             yield Finding(
                 code=rule.CODE, message=rule.MESSAGE.format(shape="…"), span=self.span(node),
                 detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one "
-                        f"of them with `{self.text(at)}`. A DMA signals exactly one {role} "
-                        f"semaphore, so select it with `{text}.at[i]`."),
+                        f"of them with `{self.text(at)}`{handed}. A DMA signals exactly one "
+                        f"{role} semaphore, so select it with `{text}.at[i]`."),
                 fixes=at_fix(self.ctx, node, (None,) * rank),
                 related=self._related(m, ("start",)))
 
