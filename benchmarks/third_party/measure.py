@@ -506,23 +506,21 @@ class Finder:
             cur = self.parents.get(cur)
         if cur is None:
             return False
-        saved = self._USES
-        self._USES = {"wait_recv": "wait"}  # any other method: "other"
-        try:
-            return self._use_of(cur, dma_name(cur, self.aliases)) == "wait"
-        finally:
-            self._USES = saved
+        # any method but wait_recv counts as "other"
+        return self._use_of(cur, dma_name(cur, self.aliases), uses={"wait_recv": "wait"}) == "wait"
 
-    def _use_of(self, call: ast.Call, name: str | None, depth: int = 0) -> str:
+    def _use_of(self, call: ast.Call, name: str | None, depth: int = 0,
+                uses: dict | None = None) -> str:
         """'start' when the descriptor made by `call` is started (JAX checks the
         arguments there), 'wait' when it is only waited on (JAX's wait checks
         little: only that the semaphore is a DMA semaphore Ref), else 'other'
         (handed on, stored: the harness cannot tell)."""
+        uses = self._USES if uses is None else uses
         if name in STARTING or name == "sync_copy":
             return "start"
         parent = self.parents.get(call)
         if isinstance(parent, ast.Attribute) and parent.value is call:
-            return self._USES.get(parent.attr, "other")
+            return uses.get(parent.attr, "other")
         func = parent
         while func is not None and not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                          ast.Lambda, ast.Module)):
@@ -538,7 +536,7 @@ class Finder:
                     continue
                 up = self.parents.get(node)
                 if isinstance(up, ast.Attribute) and isinstance(self.parents.get(up), ast.Call):
-                    methods.add(self._USES.get(up.attr, "other"))
+                    methods.add(uses.get(up.attr, "other"))
                 else:
                     escapes = True
             if "start" in methods:
@@ -548,12 +546,12 @@ class Finder:
                                                                 ast.AsyncFunctionDef)):
             if depth > 2:
                 return "other"
-            uses = {self._use_of(c, None, depth + 1) for c in self.nodes
-                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-                    and c.func.id == func.name}
-            if "start" in uses:
+            found = {self._use_of(c, None, depth + 1, uses) for c in self.nodes
+                     if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                     and c.func.id == func.name}
+            if "start" in found:
                 return "start"
-            return "wait" if uses == {"wait"} else "other"
+            return "wait" if found == {"wait"} else "other"
         return "other"
 
     def _via_temp(self, node, edits):

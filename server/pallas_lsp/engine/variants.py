@@ -125,13 +125,14 @@ def local_flag_pins(func: ast.AST) -> list[dict]:
     candidates = {n: v for n, v in candidates.items() if n not in params}
     # A flag handed to a module-level kernel by `functools.partial(body,
     # with_scales=with_scales)` reaches the kernel as a nested def's would.
-    passed = partial_keyword_names(func) & candidates.keys()
-    in_kernel: set[str] = set(passed)
+    handed = [n for n in partial_keyword_args(func) if n.id in candidates]
+    in_kernel: set[str] = {n.id for n in handed}
     for fn in nested:
         in_kernel |= tested_names(fn) & candidates.keys()
     if not in_kernel:
         return []
-    tested_here = tested_names(func, passed)  # pure truth values across the launcher
+    # pure truth values across the launcher (handing one to the kernel aside)
+    tested_here = tested_names(func, {id(n) for n in handed})
     own = own_tests(func)  # ... tested in the launcher's own code too
     out = []
     for name in [n for n in candidates if n in in_kernel and n in tested_here and n in own]:
@@ -245,29 +246,23 @@ def _is_launch(call: ast.Call) -> bool:
     return name in LAUNCH_NAMES or name == "emit_pipeline"
 
 
-def partial_keyword_names(func: ast.AST) -> set[str]:
+def partial_keyword_args(func: ast.AST) -> list[ast.Name]:
     """Names passed as a keyword's value to `functools.partial(...)` in `func`."""
-    out: set[str] = set()
-    for node in syntax.walk(func):
-        if isinstance(node, ast.Call) and _callee_name(node.func) == "partial":
-            out.update(k.value.id for k in node.keywords
-                       if k.arg is not None and isinstance(k.value, ast.Name))
-    return out
+    return [k.value for node in syntax.walk(func)
+            if isinstance(node, ast.Call) and _callee_name(node.func) == "partial"
+            for k in node.keywords if k.arg is not None and isinstance(k.value, ast.Name)]
 
 
-def tested_names(func: ast.AST, passed: set[str] = frozenset()) -> set[str]:
+def tested_names(func: ast.AST, also: set[int] = frozenset()) -> set[str]:
     """Names used only as truth values in `func` (tests of if / ternaries /
     `not` / `and` / `or`); a name also used any other way is left out, but
-    for a keyword value of `functools.partial` when it is in `passed`."""
-    tested: set[int] = set()
+    for the uses whose node ids are in `also`."""
+    tested: set[int] = set(also)
     names = []
     for node in syntax.walk(func):
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 names.append(node)
-        elif isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) \
-                and node.value.id in passed:
-            tested.add(id(node.value))
         elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
             tested.add(id(node.test))
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):

@@ -16,9 +16,9 @@ from pallas_lsp.engine.binding.specs import SpecHolder, SpecInit
 from pallas_lsp.engine.events import Arg, KernelOp, RefAccess, Window
 from pallas_lsp.engine.frames import Frame
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Func, Ref, Seq, Value
-from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, AtProxy, Bound, ClassVal, Imported, Instance,
-                                      ModuleRef, Partial, SeqOf, SliceVal, TextPrefix, TreeDef, as_view,
-                                      join, join_all)
+from pallas_lsp.engine.values import (UNKNOWN, VARARGS, Alloc, AtProxy, Bound, ClassVal, Imported,
+                                      Instance, ModuleRef, Partial, SeqOf, SliceVal, TextPrefix,
+                                      TreeDef, as_view, join, join_all)
 
 
 class ExpressionsMixin:

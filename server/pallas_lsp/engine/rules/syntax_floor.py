@@ -514,14 +514,14 @@ class _Evidence:
                 if b is None or b[0] != "def":
                     continue
                 inner = f.def_scope.get(id(b[1]))
-                a = b[1].args
-                if inner is None or a.vararg is not None and any(
-                        isinstance(x, ast.Starred) for x in call.args):
+                if inner is None:
                     continue
+                a = b[1].args
                 positional = [p.arg for p in a.posonlyargs + a.args]
-                pairs = [(positional[i], x) for i, x in enumerate(call.args)
-                         if i < len(positional) and not any(
-                             isinstance(y, ast.Starred) for y in call.args[:i + 1])]
+                # positional arguments up to the first `*xs`: their parameters are certain
+                given = next((call.args[:i] for i, x in enumerate(call.args)
+                              if isinstance(x, ast.Starred)), call.args)
+                pairs = list(zip(positional, given))
                 names = set(positional) | {p.arg for p in a.kwonlyargs}
                 pairs += [(k.arg, k.value) for k in call.keywords if k.arg in names]
                 for param, arg in pairs:
@@ -709,9 +709,10 @@ class _Floor:
                 continue  # chained: seen as a method call below
             if isinstance(parent, ast.Assign) and len(parent.targets) == 1 \
                     and isinstance(parent.targets[0], ast.Name) \
-                    and (f.lookup(parent.targets[0].id, m.scope) == ("value", m.call)
-                         or parent.targets[0].id not in f.tainted):
-                continue  # followed through the name below
+                    and parent.targets[0].id not in f.tainted:
+                # followed through the name below (bound once, or by the
+                # assignment just above each use)
+                continue
             if isinstance(parent, ast.Expr) and m.api in _STARTING:
                 continue  # `pltpu.async_copy(...)` as a statement: nothing else done
             m.escaped = True
