@@ -45,6 +45,12 @@ _KNOWN_ROOTS = {"pl", "pltpu", "plgpu", "plsc", "jax", "jaxlib", "numpy", "np", 
                 "functools", "torch", "triton", "tensorflow", "tf", "cupy", "numba"}
 
 
+def foreign(name: str) -> bool:
+    """An API name of a module outside the libraries the engine knows."""
+    head, _, rest = name.partition(".")
+    return bool(rest) and head not in _KNOWN_ROOTS
+
+
 def foreign_launcher(name: str) -> Value | None:
     """`ptu.pallas_call` / `ptu.kernel` / `ptu.core_map` of a module outside
     the project and outside the libraries the engine knows (a test-utility

@@ -7,10 +7,11 @@ cannot follow."""
 from __future__ import annotations
 
 import ast
+import builtins
 
 from pallas_lsp.engine import apis, pyops, variants
 from pallas_lsp.engine.apis import arrays, kernels, pytrees
-from pallas_lsp.engine.binding import inherited
+from pallas_lsp.engine.binding import inherited, unseen
 from pallas_lsp.engine.binding.inherited import DeferredLauncher, InheritedLauncher
 from pallas_lsp.engine.binding.decorators import (Decorator, PartialApi, RunStateDecorator,
                                                   ScopedFunc, StateFunc)
@@ -134,6 +135,11 @@ class CallsMixin:
              frame: Frame) -> Value:
         if isinstance(func, Api) and func.name in _NAMEDTUPLES and len(args) == 2:
             return self.namedtuple_class(args[0].value, args[1].value, frame)
+        if isinstance(func, Api) and inherited.foreign(func.name):
+            # a helper the engine cannot see, handed a kernel and its scratch
+            launched = unseen.launch(self, args, kwargs, node, frame)
+            if launched is not None:
+                return launched
         if isinstance(func, Api):
             if func.name.startswith(("pl.", "pltpu.")) and (frame.mod is None
                                                             or frame.mod is self.root):
@@ -200,6 +206,10 @@ class CallsMixin:
                 return holder
         if name in pyops.BUILTINS and func is UNKNOWN:
             return pyops.BUILTINS[name](args)
+        if func is UNKNOWN and name not in _BUILTIN_NAMES:
+            launched = unseen.launch(self, args, kwargs, node, frame)
+            if launched is not None:
+                return launched
         for a in list(args) + list(kwargs.values()):
             self.escape(a.value)
         return UNKNOWN
@@ -516,6 +526,8 @@ class CallsMixin:
         return apis.call(self, name, args, kwargs, node, frame)
 
 
+# Python's own callables: never a launcher of the user's (`dict(scratch_shapes=[...])`).
+_BUILTIN_NAMES = frozenset(dir(builtins))
 # The functional forms of NamedTuple classes.
 _NAMEDTUPLES = frozenset({"collections.namedtuple", "namedtuple", "typing.NamedTuple",
                           "NamedTuple"})
