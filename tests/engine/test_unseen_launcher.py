@@ -97,14 +97,12 @@ def test_the_twin_is_silent(call, imports):
     assert analysis.findings == []
 
 
-def test_the_kernel_is_bound_and_its_leading_parameters_stay_unknown():
+def test_the_kernel_is_bound_once():
     analysis, _ = run(_source(CALL, OK))
     launches = [la for la in analysis.launches if la.kernel == "_body"]
     assert [la.bound for la in launches] == [True]
-    # x_hbm and o_hbm are not known to be Refs: reading them is not flagged
-    # as anything, and a misuse of them is not guessed at.
     src = _source(CALL, OK).replace("pltpu.sync_copy(buf, o_hbm)", "pltpu.sync_copy(buf, o_hbm[...])")
-    assert [f.code for f in run(src)[0].findings] == ["PAL101"]  # the floor, by syntax alone
+    assert [f.code for f in run(src)[0].findings] == ["PAL101"]
 
 
 NOT_TAKEN = {
@@ -125,11 +123,35 @@ def test_otherwise_the_call_stays_unknown(case):
     assert run(_source(NOT_TAKEN[case], BUG))[0].findings == []
 
 
-def test_a_body_with_star_refs_is_not_counted_from_the_back():
-    body = BODY.replace("def _body(x_hbm, o_hbm, buf, sems, *, n):",
-                        "def _body(*refs, n):\n    x_hbm, o_hbm, buf, sems = refs")
-    src = IMPORTS["module"] + body.replace("SEM", BUG) + CALL
-    assert [f.code for f in run(src)[0].findings] == []
+STAR_BODY = BODY.replace("def _body(x_hbm, o_hbm, buf, sems, *, n):",
+                         "def _body(x_hbm, *refs, n):\n    o_hbm, buf, sems = refs")
+
+
+@pytest.mark.parametrize("sem, expected", [(BUG, ["PAL103"]), (OK, [])])
+def test_a_star_refs_body_takes_the_scratch_at_its_end(sem, expected):
+    src = IMPORTS["module"] + STAR_BODY.replace("SEM", sem) + CALL
+    assert [f.code for f in run(src)[0].findings] == expected
+
+
+# A helper's own keyword for the scratch (`scratch=`), given as a tuple.
+OWN_KEYWORD = CALL.replace("scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), "
+                           "pltpu.SemaphoreType.DMA((2,))]",
+                           "scratch=(pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA((2,)))")
+
+
+@pytest.mark.parametrize("sem, expected", [(BUG, ["PAL103"]), (OK, [])])
+def test_a_helpers_own_scratch_keyword(sem, expected):
+    assert OWN_KEYWORD != CALL
+    assert [f.code for f in run(_source(OWN_KEYWORD, sem))[0].findings] == expected
+
+
+def test_leading_parameters_used_as_refs_are_refs():
+    # `x_hbm` and `o_hbm` are Refs by their use (`x_hbm.at[slot]`, a DMA's
+    # argument), as in kernel code no launch reaches: every DMA site is known.
+    from pallas_lsp.engine.analyze import analyze
+    a = analyze(HEADER + _source(CALL, OK), "k.py", coverage=True)
+    dma = [s for s in a.coverage.sites if s.kind == "dma"]
+    assert len(dma) == 2 and all(s.known for s in dma), dma
 
 
 def test_a_function_that_does_not_read_as_a_kernel_is_not_bound():

@@ -9,17 +9,19 @@ a function that reads as a kernel and a list of Pallas allocations
 (`pltpu.VMEM(...)`, `pltpu.SemaphoreType.DMA((n,))`). Every Pallas launcher
 (`pallas_call`, `pl.kernel`, `core_map`, `run_scoped`) gives a kernel its
 scratch Refs last, one per allocation, so the kernel's last parameters are
-those Refs; what comes before (inputs, outputs, prefetch) stays unknown.
+those Refs; what comes before (inputs, outputs, prefetch) is known only as
+far as the body's own text tells (a parameter it uses or names as a Ref is
+one, standalone.ref_params), as for kernel code no launch reaches.
 
 Taken only when all of this holds, so that nothing else is read as a launch:
 - the callee is unknown to the engine (not the user's function, not a
   library the engine models);
-- `scratch_shapes=` / `scratch_types=` is a list whose every item is an
-  allocation (a list the engine cannot count, or one item of something else,
+- `scratch_shapes=` / `scratch_types=` (or the helper's own `scratch=`,
+  `scratch_*=`) is a list or tuple whose every item is an allocation (a list the engine cannot count, or one item of something else,
   and the call stays unknown);
 - the function given first (or as `kernel=` / `body=` / `f=`) reads as a
-  kernel (inherited.kernel_like), has no `*args` and no defaults, and has at
-  least as many positional parameters as there are allocations.
+  kernel (inherited.kernel_like) and has no defaults; its last positional
+  parameters, or the end of its `*refs`, take the allocations.
 The call form `helper(scratch_shapes=..., mesh=...)` that returns a decorator
 (`@helper(...)` above the kernel) is taken the same way when applied."""
 from __future__ import annotations
@@ -27,29 +29,33 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from pallas_lsp.engine import backend
+from pallas_lsp.engine import backend, standalone
 from pallas_lsp.engine.binding.decorators import Decorator
 from pallas_lsp.engine.binding.inherited import kernel_like
 from pallas_lsp.engine.binding.launch import (arg_value, bind_and_run, count_required, new_launch,
                                               positional_params)
 from pallas_lsp.engine.binding.scratch import scratch_value, to_alloc
 from pallas_lsp.engine.events import Arg
-from pallas_lsp.engine.model import Func, Seq, Value
+from pallas_lsp.engine.model import Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen
-from pallas_lsp.engine.values import UNKNOWN
+from pallas_lsp.engine.values import STAR_UNKNOWN, UNKNOWN
 
 if TYPE_CHECKING:
     from pallas_lsp.engine.frames import Frame
     from pallas_lsp.engine.host import LaunchHost
 
 API = "unseen launcher"
-_SCRATCH = ("scratch_shapes", "scratch_types")
 _BODY = ("kernel", "body", "f")
+
+
+def _scratch_arg(kwargs: dict[str, Arg]) -> Arg | None:
+    """`scratch_shapes=`, `scratch_types=`, a helper's own `scratch=` or `scratch_specs=`."""
+    return next((a for k, a in kwargs.items() if k == "scratch" or k.startswith("scratch_")), None)
 
 
 def scratch_items(kwargs: dict[str, Arg]) -> list[Value] | None:
     """The allocations the call hands over, when every item is one."""
-    arg = next((kwargs[k] for k in _SCRATCH if k in kwargs), None)
+    arg = _scratch_arg(kwargs)
     v = arg_value(arg)
     if not isinstance(v, Seq) or v.keys is not None or not v.items:
         return None
@@ -77,17 +83,25 @@ def _bind(host: LaunchHost, func: Value, scratch: list[Value], kwargs: dict[str,
     if positional is None:
         return None
     params, has_vararg = positional
-    if has_vararg or count_required(func, params) != len(params) or len(params) < len(scratch):
+    if count_required(func, params) != len(params) \
+            or (not has_vararg and len(params) < len(scratch)):
         return None
     mesh, cp = arg_value(kwargs.get("mesh")), arg_value(kwargs.get("compiler_params"))
     be = backend.of_launch(mesh, cp) or host.file_backend
-    site = new_launch(host, API, node, func, be, scratch=arg_value(
-        next((kwargs[k] for k in _SCRATCH if k in kwargs), None)), compiler_params=cp)
+    site = new_launch(host, API, node, func, be, scratch=arg_value(_scratch_arg(kwargs)),
+                      compiler_params=cp)
     if backend.sparsecore_mesh(mesh):
         site.core = backend.SPARSECORE
     refs = [scratch_value(v, f"scratch #{i} of an unseen launcher") for i, v in enumerate(scratch)]
-    bind_and_run(host, site, func, [UNKNOWN] * (len(params) - len(refs)) + refs, {}, frame,
-                 params)
+    # The parameters before the scratch: Refs where the body uses or names
+    # them as Refs (as for kernel code no launch reaches), else unknown.
+    used = set(standalone.ref_params(func.node))
+    lead = [Ref(origin=f"{p} (a Ref by its use; launched by a helper not seen)",
+                space=Space.UNKNOWN) if p in used else UNKNOWN
+            for p in params[:len(params) if has_vararg else len(params) - len(refs)]]
+    # `def body(x_ref, *refs)`: the scratch is the end of `*refs`
+    args = lead + ([STAR_UNKNOWN] if has_vararg else []) + refs
+    bind_and_run(host, site, func, args, {}, frame, params)
     for k, a in kwargs.items():  # what else it was handed goes where the engine cannot see
         if k not in _BODY:
             host.escape(a.value)

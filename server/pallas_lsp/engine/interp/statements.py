@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from pallas_lsp.engine import expected_errors, flow, pyops
+from pallas_lsp.engine import expected_errors, flow, pyops, standalone
 from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.events import Arg, RefAccess
 from pallas_lsp.engine.frames import Frame, Scope
@@ -32,6 +32,16 @@ class StatementsMixin:
         value = self.eval(node.value, frame)
         if self.pins and id(node) in self.pins and not isinstance(value, Const):
             value = self.pins[id(node)]
+        if value is UNKNOWN and frame.kernel and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) \
+                and standalone.named_as_ref(node.targets[0].id) \
+                and isinstance(node.value, (ast.Call, ast.Attribute, ast.Subscript)):
+            # `buf_vmem = pool.alloc(...)` of code the engine cannot see: in
+            # kernel code a name written as a Ref's (`_ref`, `_vmem`, `_hbm`)
+            # is one, as a kernel parameter named so is (standalone.py). Its
+            # space, shape and dtype stay unknown.
+            value = Ref(origin=f"{node.targets[0].id} (a Ref by its name; its value is not "
+                               f"modelled)", space=Space.UNKNOWN)
         for target in node.targets:
             self.assign(target, value, frame, node.value)
 
