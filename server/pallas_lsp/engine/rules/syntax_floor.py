@@ -403,6 +403,7 @@ class _Evidence:
         self._by_key: dict[tuple, list] | None = None
         self._links: dict[tuple, list] | None = None
         self._resolved: dict[tuple, list] = {}
+        self._attrs: dict[int, dict] = {}
 
     def _candidates(self) -> dict[tuple, list]:
         """key -> [(the `x.at[i]` / `x[...]` node, rank)], built once: each
@@ -499,6 +500,81 @@ class _Evidence:
                     return node, rank, call
         return None
 
+    def of_attr(self, node: ast.Attribute, *, ranked: bool):
+        """Evidence for `self.x` read in a method (or a closure in one): a
+        `self.x.at[i]`, or a load or store no list takes, in any method of
+        the class. The instance is one object, so evidence anywhere in the
+        class holds wherever `self.x` is read, provided the class assigns
+        `self.x` at most once (then every method sees that one value)."""
+        owner = self._method_class(node)
+        if owner is None:
+            return None
+        assigned, found = self._class_attrs(owner).get(node.attr, (0, ()))
+        if assigned > 1:
+            return None
+        for ev, rank in found:
+            if rank if ranked else True:
+                return ev, rank, None
+        return None
+
+    def _method_class(self, node: ast.Attribute):
+        """The class whose instance `node.value` (a name) is: the first
+        parameter of the method the read sits in, not shadowed on the way."""
+        if not isinstance(node.value, ast.Name):
+            return None
+        name, parent = node.value.id, self.f.parent
+        child, up = node, parent.get(id(node))
+        while up is not None:
+            if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                a = up.args
+                params = [p.arg for p in a.posonlyargs + a.args]
+                holder = parent.get(id(up))
+                if isinstance(holder, ast.ClassDef) and params and params[0] == name \
+                        and child in up.body:
+                    return holder
+                if name in params or name in {p.arg for p in a.kwonlyargs}:
+                    return None
+            elif isinstance(up, ast.ClassDef):
+                return None
+            child, up = up, parent.get(id(up))
+        return None
+
+    def _class_attrs(self, cls: ast.ClassDef) -> dict[str, tuple]:
+        """attr -> (times `self.attr` is assigned, [(evidence node, rank)]), per class."""
+        got = self._attrs.get(id(cls))
+        if got is not None:
+            return got
+        count: dict[str, int] = {}
+        found: dict[str, list] = {}
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = method.args
+            params = a.posonlyargs + a.args
+            if not params:
+                continue
+            me = params[0].arg
+            for n in ast.walk(method):
+                if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                        and n.value.id == me):
+                    continue
+                if not isinstance(n.ctx, ast.Load):
+                    count[n.attr] = count.get(n.attr, 0) + 1
+                    continue
+                up = self.f.parent.get(id(n))
+                if up.__class__ is ast.Attribute and up.attr == "at":
+                    sub = self.f.parent.get(id(up))
+                    if sub.__class__ is ast.Subscript and sub.value is up:
+                        found.setdefault(n.attr, []).append((sub, _index_rank(sub.slice)))
+                elif up.__class__ is ast.Subscript and up.value is n \
+                        and _is_load(up, self.is_ds, stores=True):
+                    found.setdefault(n.attr, []).append((up, None))
+            for n in ast.walk(method):  # `self.x += ...` reads and assigns
+                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Attribute):
+                    count[n.target.attr] = count.get(n.target.attr, 0) + 1
+        got = self._attrs[id(cls)] = {k: (count.get(k, 0), tuple(v)) for k, v in found.items()}
+        return got
+
     def _linked(self) -> dict[tuple, list]:
         """key -> [(the other key, the call, is the other the caller's)] for
         each call of a def of this file given a name as an argument."""
@@ -584,12 +660,15 @@ def _index_rank(index) -> int | None:
 
 class _Maker:
     """One `make_async_copy(...)`-like call and what is seen done with it."""
-    __slots__ = ("call", "api", "scope", "args", "ops", "escaped")
+    __slots__ = ("call", "api", "scope", "args", "ops", "escaped", "ambiguous")
 
     def __init__(self, call, api_name, scope, args):
         self.call, self.api, self.scope, self.args = call, api_name, scope, args
         self.ops: list[tuple[str, ast.Call, ast.Attribute]] = []
         self.escaped = False
+        # bound to a name with several bindings, read where none explains it:
+        # it may be this descriptor or another (not handed on, just unknown)
+        self.ambiguous = False
 
     @property
     def remote(self) -> bool:
@@ -752,7 +831,7 @@ class _Floor:
             got = self.descriptors(name, scope)
             if not got:
                 for m in several.get((id(self._scope_binding(name.id, scope)), name.id), ()):
-                    m.escaped = True
+                    m.escaped = m.ambiguous = True
                 continue
             parent = f.parent.get(id(name))
             if isinstance(parent, ast.Attribute) and parent.attr in _METHODS and \
@@ -832,14 +911,19 @@ class _Floor:
 
     def _evident_load(self, node, scope) -> bool:
         """`x[i]` where the function shows `x` is a Ref or an Array (`_Evidence`)."""
-        if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-                and isinstance(node.value, ast.Name)):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)):
+            return False
+        if isinstance(node.value, ast.Attribute):  # `self.buf[i]`
+            return self.evidence.of_attr(node.value, ranked=False) is not None
+        if not isinstance(node.value, ast.Name):
             return False
         return self.evidence.of(node.value, scope, ranked=False) is not None
 
     def _whole_sem_array(self, node, m: _Maker):
         """The `x.at[i]` showing that the bare name `node`, given as a started
         DMA's semaphore, is a semaphore array; None otherwise."""
+        if isinstance(node, ast.Attribute):  # `self.sem_recvs`
+            return self.evidence.of_attr(node, ranked=True)
         if not isinstance(node, ast.Name):
             return None
         got = self.evidence.of(node, m.scope, ranked=True)
@@ -878,9 +962,17 @@ class _Floor:
                 roles = [("source", "src_ref"), ("destination", "dst_ref"), ("semaphore", "sem")]
             found = [(role, a[key], self._load(a[key], m)) for role, key in roles if key in a]
             found = [x for x in found if x[2] is not None]
-            if started:
+            # A descriptor returned, stored or passed on is started or waited
+            # where this function cannot see; a read among its Refs is wrong
+            # either way (JAX refuses it at the start, or at the wait).
+            handed_on = m.escaped and not m.ops and not m.ambiguous
+            if started or handed_on:
                 for role, node, load in found:
                     detail, fixes = self._explain(role, node, load)
+                    if handed_on:
+                        detail = ("This descriptor is handed on (returned, stored or passed) to be "
+                                  "started or waited elsewhere, and " + detail[0].lower()
+                                  + detail[1:])
                     yield Finding(code=pal101.CODE, message=pal101.MESSAGE, span=self.span(node),
                                   detail=detail, fixes=fixes,
                                   related=self._related(m, ("start",)))

@@ -1,0 +1,170 @@
+"""The syntax floor on descriptors handed on and on state kept on an instance.
+
+- A descriptor a function returns, stores or passes on is started or waited
+  where the function cannot see (a pipeline class's list of copies, a
+  caller in another file). A read among its Refs (`x[...]`, or `x[i]` where
+  the file shows `x` is a Ref) is wrong either way: JAX refuses it at the
+  start, or at the wait.
+- `self.x` of a class that assigns it once is one value in all its methods:
+  `self.bufs.at[slot]` in one method shows that `self.bufs[slot]` handed to
+  a DMA in another is a read, and `self.sems.at[slot]` that a bare
+  `self.sems` is a whole array of semaphores.
+JAX, in TPU interpret mode, rejects each bug and runs each twin."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import HEADER, line_of, run, run_jax
+
+from pallas_lsp.engine.events import Events
+from pallas_lsp.engine.rules import syntax_floor
+from pallas_lsp.engine.rules._base import Context
+from pallas_lsp.engine.source import parse
+
+
+def floor_only(body: str) -> list:
+    return list(syntax_floor.check(Context(src=parse(HEADER + textwrap.dedent(body)),
+                                           events=Events())))
+
+
+RING = '''
+class Ring:
+    def __init__(self, bufs, sems):
+        self.bufs = bufs
+        self.sems = sems
+        self.copies = []
+
+    def fetch(self, src, slot):
+        self.copies.append(pltpu.make_async_copy(src.at[slot], DST, SEM))  # SITE
+
+    def start(self):
+        for c in self.copies:
+            c.start()
+
+    def drain(self, slot):
+        pltpu.make_async_copy(self.bufs.at[slot], self.bufs.at[slot], self.sems.at[slot]).wait()
+
+
+def kernel(x_hbm, o_hbm, bufs, sems):
+    ring = Ring(bufs, sems)
+    for slot in range(2):
+        ring.fetch(x_hbm, slot)
+    ring.start()
+    for slot in range(2):
+        ring.drain(slot)
+    pltpu.sync_copy(bufs, o_hbm)
+
+
+def copy(x):
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA((2,))],
+        interpret=pltpu.InterpretParams())(x)
+'''
+
+OK = {"DST": "self.bufs.at[slot]", "SEM": "self.sems.at[slot]"}
+BUGS = {
+    "read of an attribute": ({"DST": "self.bufs[slot]"}, "PAL101"),
+    "whole semaphore array on an attribute": ({"SEM": "self.sems"}, "PAL103"),
+    "read of a parameter": ({"DST": "self.bufs.at[slot]", "src.at[slot]": "src[slot]"}, "PAL101"),
+}
+
+
+def _ring(edits: dict) -> str:
+    text = RING
+    for k, v in {**OK, **edits}.items():
+        text = text.replace(k, v)
+    return text
+
+
+# (the third is the interpreter's: nothing in the text shows `src` is a Ref)
+@pytest.mark.parametrize("case", ["read of an attribute", "whole semaphore array on an attribute"])
+def test_the_floor_reports_it(case):
+    edits, code = BUGS[case]
+    got = floor_only(_ring(edits))
+    src = HEADER + textwrap.dedent(_ring(edits))
+    assert [(f.code, f.span.line) for f in got] == [(code, line_of(src, "# SITE"))]
+
+
+@pytest.mark.parametrize("case", sorted(BUGS))
+def test_the_checker_reports_it(case):
+    edits, code = BUGS[case]
+    analysis, src = run(_ring(edits))
+    assert (code, line_of(src, "# SITE")) in [(f.code, f.span.line) for f in analysis.findings]
+
+
+def test_the_twin_gets_nothing():
+    assert floor_only(_ring({})) == []
+    assert run(_ring({}))[0].findings == []
+
+
+@pytest.mark.parametrize("body", [
+    # assigned twice: which value a method sees depends on the order of calls
+    _ring({"DST": "self.bufs[slot]"}).replace(
+        "    def start(self):", "    def reset(self, other):\n        self.bufs = other\n\n"
+                               "    def start(self):"),
+    # another class's attribute of the same name is another value
+    _ring({"DST": "self.bufs[slot]"}).replace(
+        "pltpu.make_async_copy(self.bufs.at[slot], self.bufs.at[slot], self.sems.at[slot]).wait()",
+        "pass").replace("class Ring:", "class Other:\n    def f(self):\n"
+                        "        pltpu.sync_copy(self.bufs.at[0], self.bufs.at[1])\n\n\nclass Ring:"),
+    # no evidence: `self.bufs` may be a list of Refs
+    _ring({"DST": "self.bufs[slot]"}).replace(
+        "pltpu.make_async_copy(self.bufs.at[slot], self.bufs.at[slot], self.sems.at[slot]).wait()",
+        "pass"),
+    # `self` rebound by a closure's own parameter
+    '''
+class Ring:
+    def __init__(self, bufs):
+        self.bufs = bufs
+
+    def use(self):
+        pltpu.sync_copy(self.bufs.at[0], self.bufs.at[1])
+
+        def inner(self, s):
+            return pltpu.make_async_copy(self.bufs[0], self.bufs[1], s)
+        return inner
+''',
+])
+def test_silent(body):
+    assert floor_only(body) == []
+
+
+HANDED_ON = {
+    "returned": "def k(a, b, s):\n    return pltpu.make_async_copy(a[...], b, s)  # SITE\n",
+    "stored": "def k(a, b, s, out):\n    out.append(pltpu.make_async_copy(a, b[0, :], s))  # SITE\n",
+    "passed": "def k(a, b, s, run):\n    run(pltpu.make_async_copy(a, b, s[...]))  # SITE\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HANDED_ON))
+def test_a_descriptor_handed_on_with_a_read(case):
+    body = HANDED_ON[case]
+    got = floor_only(body)
+    assert [(f.code, f.span.line) for f in got] == \
+        [("PAL101", line_of(HEADER + body, "# SITE"))]
+    assert "handed on" in got[0].detail
+
+
+def _jax(edits: dict):
+    return run_jax(HEADER + _ring(edits) + "\nx = jnp.ones((2, 8, 128), jnp.float32)\n"
+                   "print(float(copy(x).sum()))\n")
+
+
+def test_jax_runs_the_twin():
+    p = _jax({})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "2048.0"
+
+
+@pytest.mark.parametrize("case, message", [
+    ("read of an attribute", "DMA source/destination/semaphore arguments must be Refs."),
+    ("whole semaphore array on an attribute", "Cannot signal on a non-()-shaped semaphore: (2,)"),
+    ("read of a parameter", "DMA source/destination/semaphore arguments must be Refs."),
+])
+def test_jax_refuses_the_bug(case, message):
+    p = _jax(BUGS[case][0])
+    assert p.returncode != 0
+    assert message in p.stderr, p.stderr[-2000:]
