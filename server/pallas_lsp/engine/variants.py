@@ -105,8 +105,7 @@ def local_flag_pins(func: ast.AST) -> list[dict]:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     assigned.setdefault(t.id, []).append(
-                        node if len(node.targets) == 1 and isinstance(
-                            node.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None)
+                        node if len(node.targets) == 1 and _a_bool(node.value) else None)
                 else:
                     for sub in syntax.walk(t):
                         if isinstance(sub, ast.Name):
@@ -134,13 +133,38 @@ def local_flag_pins(func: ast.AST) -> list[dict]:
     # pure truth values across the launcher (handing one to the kernel aside)
     tested_here = tested_names(func, {id(n) for n in handed})
     own = own_tests(func)  # ... tested in the launcher's own code too
+    flags = [candidates[n] for n in candidates if n in in_kernel and n in tested_here and n in own]
+    if not flags:
+        return []
+    if len(flags) == 2:
+        # Two flags, every combination (as many runs as each apart): a list
+        # one flag sizes and another flag's branch reads stay in step.
+        a, b = flags
+        return [{id(a): Const(value=x), id(b): Const(value=y)}
+                for x in (True, False) for y in (True, False)]
     out = []
-    for name in [n for n in candidates if n in in_kernel and n in tested_here and n in own]:
-        node = candidates[name]
+    for node in flags[:MAX_LOCAL_FLAGS]:
         out += [{id(node): Const(value=True)}, {id(node): Const(value=False)}]
-        if len(out) >= 2 * MAX_LOCAL_FLAGS:
-            break
     return out
+
+
+# Calls whose result is a bool whatever the engine knows of their arguments.
+_BOOL_METHODS = frozenset({"startswith", "endswith", "isdigit", "isalpha", "isalnum",
+                           "isnumeric", "isidentifier", "issubset", "issuperset", "isdisjoint"})
+_BOOL_FUNCTIONS = frozenset({"isinstance", "issubclass", "hasattr", "callable", "bool", "any",
+                             "all"})
+
+
+def _a_bool(value: ast.expr) -> bool:
+    """An expression whose value Python makes a bool: a comparison, `and` /
+    `or` / `not`, `s.endswith(...)`, `isinstance(...)`."""
+    if isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+        return True
+    if isinstance(value, ast.Call):
+        f = value.func
+        return (isinstance(f, ast.Attribute) and f.attr in _BOOL_METHODS) \
+            or (isinstance(f, ast.Name) and f.id in _BOOL_FUNCTIONS)
+    return False
 
 
 def own_tests(func: ast.AST) -> set[str]:
