@@ -178,6 +178,9 @@ class Func(Value):
     scope: object = None  # the enclosing environment (closures)
     bound_args: tuple = ()
     bound_kwargs: tuple = ()  # ((name, Value), ...)
+    # Defaults a nested def took when its statement ran (`def _do(src=src)`,
+    # the idiom that pins a loop's value): ((name, Value), ...).
+    captured: tuple = ()
 
     def describe(self) -> str:
         name = getattr(self.node, "name", "lambda")

@@ -293,6 +293,10 @@ class CallsMixin:
             for v in list(args) + list(kwargs.values()):
                 self.escape(v)
             return UNKNOWN
+        if func.captured and not any(isinstance(v, StarUnknown) for v in args):
+            # defaults the def took when it ran, for parameters left out
+            given = {p.arg for p in (list(node.args.posonlyargs) + list(node.args.args))[:len(args)]}
+            kwargs = {**{k: v for k, v in func.captured if k not in given}, **kwargs}
         kid = frame.kernel_id
         if kernel is True and not frame.kernel_id:
             self.kernel_count += 1

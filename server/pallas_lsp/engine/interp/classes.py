@@ -21,8 +21,9 @@ class DefinitionsMixin:
     """`def` and `class` statements, and methods of the user's classes."""
 
     def stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
-        self._function_defaults(node.args, frame)
-        func: Value = Func(node=node, scope=frame.scope)
+        captured = self._function_defaults(node.args, frame)
+        func: Value = Func(node=node, scope=frame.scope,
+                           captured=captured if frame.scope is not self.module_scope else ())
         if frame.scope is not self.module_scope:
             self._closures.setdefault(id(node), func)
         for dec in reversed(node.decorator_list):
@@ -31,16 +32,26 @@ class DefinitionsMixin:
 
     stmt_AsyncFunctionDef = stmt_FunctionDef
 
-    def _function_defaults(self, a: ast.arguments, frame: Frame) -> None:
-        """Defaults that name a def (`def launch(x, body=_kernel)`), taken as
-        Python does, when the def statement runs: a call that leaves the
-        parameter out then launches that def as the kernel. Only names and
-        attributes are read here (evaluating them does nothing else)."""
-        for d in list(a.defaults) + [d for d in a.kw_defaults if d is not None]:
+    def _function_defaults(self, a: ast.arguments, frame: Frame) -> tuple:
+        """Defaults taken as Python does, when the def statement runs. One
+        that names a def (`def launch(x, body=_kernel)`): a call that leaves
+        the parameter out then launches that def as the kernel. Any other
+        known value (`def _do(src=src_slice)`) is returned as (param, value)
+        pairs, for the Func made here. Only names and attributes are read
+        (evaluating them does nothing else)."""
+        positional = list(a.posonlyargs) + list(a.args)
+        params = positional[len(positional) - len(a.defaults):] if a.defaults else []
+        pairs = list(zip(params, a.defaults)) + \
+            [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        captured = []
+        for p, d in pairs:
             if isinstance(d, (ast.Name, ast.Attribute)):
                 v = self.eval(d, frame)
                 if isinstance(v, Func):
                     self._func_defaults[id(d)] = v
+                elif v is not UNKNOWN and not isinstance(v, Const):
+                    captured.append((p.arg, v))
+        return tuple(captured)
 
     def stmt_ClassDef(self, node: ast.ClassDef, frame: Frame) -> None:
         """Plain classes, dataclasses and NamedTuples become ClassVals (kernels
