@@ -168,3 +168,28 @@ def test_jax_refuses_the_bug(case, message):
     p = _jax(BUGS[case][0])
     assert p.returncode != 0
     assert message in p.stderr, p.stderr[-2000:]
+
+
+# A wait-only descriptor given the whole array: PAL406 (the TPU lowering
+# refuses it; tests/compile proves PAL406 itself against a deviceless compile).
+WAITED = {
+    "a name": "def k(a, b, sems):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
+              "    pltpu.make_async_copy(a, b, sems).wait()  # WAIT\n",
+    "an attribute": RING.replace("SEM", "self.sems.at[slot]").replace("DST", "self.bufs.at[slot]")
+    .replace("self.bufs.at[slot], self.sems.at[slot]).wait()",
+             "self.bufs.at[slot], self.sems).wait()  # WAIT"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WAITED))
+def test_a_wait_on_a_whole_array(case):
+    body = WAITED[case]
+    got = floor_only(body)
+    assert [(f.code, f.span.line) for f in got] == \
+        [("PAL406", line_of(HEADER + textwrap.dedent(body), "# WAIT"))]
+    assert [f.code for f in run(body)[0].findings] == ["PAL406"]
+
+
+def test_a_wait_on_one_semaphore_is_silent():
+    body = WAITED["a name"].replace("b, sems).wait()", "b, sems.at[1]).wait()")
+    assert floor_only(body) == []

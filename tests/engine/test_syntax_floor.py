@@ -384,9 +384,8 @@ def test_the_function_says_the_name_is_a_ref(body, code):
     # `.at[...]` alone is taken by a scalar semaphore as well
     "def k(a, b, sem):\n    pltpu.make_async_copy(a, b, sem.at[...]).start()\n"
     "    pltpu.make_async_copy(a, b, sem).start()\n",
-    # a wait-only descriptor: JAX checks the semaphore's shape at `.start()`
-    "def k(a, b, sems):\n    pltpu.make_async_copy(a, b, sems.at[0]).start()\n"
-    "    pltpu.make_async_copy(a, b, sems).wait()\n",
+    # (a wait-only descriptor given the whole array: tracing accepts it, the
+    # TPU lowering does not: PAL406, test_floor_instances.py)
     # a global name may be anything
     "def k(b, s):\n    global a\n    pltpu.sync_copy(a.at[0], b)\n    pltpu.sync_copy(a[0], b)\n",
 ])

@@ -53,7 +53,8 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal105_src_sem_device_id as pal105,
                                      pal106_wait_send_local as pal106,
                                      pal108_negative_priority as pal108,
-                                     pal110_wait_sem_not_ref as pal110)
+                                     pal110_wait_sem_not_ref as pal110,
+                                     pal406_wait_sem_array as pal406)
 from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, explain_read, raised_at,
                                            ref_fix)
 from pallas_lsp.engine.syntax import _FIELDS, _fields, children
@@ -1001,6 +1002,7 @@ class _Floor:
                     continue
                 load = self._load(node, m)
                 if load is None:
+                    yield from self._waited_array(m, role, node)
                     continue
                 detail, fixes = self._explain(role, node, load)
                 yield Finding(code=pal110.CODE, message=pal110.MESSAGE, span=self.span(node),
@@ -1008,6 +1010,26 @@ class _Floor:
                                       + detail[0].lower() + detail[1:]),
                               fixes=fixes,
                               related=self._related(m, ("wait", "wait_recv", "wait_send")))
+
+    def _waited_array(self, m: _Maker, role: str, node):
+        """PAL406: a wait-only descriptor given a bare name its file indexes
+        with `.at[i]` waits on a whole semaphore array (the TPU lowering
+        refuses it; tracing does not check)."""
+        got = self._whole_sem_array(node, m)
+        if got is None:
+            return
+        at, rank, call = got
+        text = self.text(node)
+        handed = f" (the same array, handed on by the call on line {call.lineno})" \
+            if call is not None else ""
+        yield Finding(
+            code=pal406.CODE, message=pal406.MESSAGE, span=self.span(node),
+            detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one of "
+                    f"them with `{self.text(at)}`{handed}. A DMA wait blocks on one {role}, so "
+                    f"select it with `{text}.at[i]`. Tracing accepts this; lowering for a TPU "
+                    f"fails (the `tpu.wait_dma2` op)."),
+            fixes=at_fix(self.ctx, node, (None,) * rank),
+            related=self._related(m, ("wait", "wait_recv", "wait_send")))
 
     def _whole_arrays(self, m: _Maker):
         """PAL103 / PAL104: a started DMA given a bare name its function also
