@@ -193,3 +193,27 @@ def test_a_wait_on_a_whole_array(case):
 def test_a_wait_on_one_semaphore_is_silent():
     body = WAITED["a name"].replace("b, sems).wait()", "b, sems.at[1]).wait()")
     assert floor_only(body) == []
+
+
+def test_an_attribute_named_as_a_ref_is_one():
+    # `self.pages_hbm_ref` assigned three ways (a view, None, a parameter): its
+    # name is the evidence, as for a kernel parameter named so
+    body = '''
+class Copier:
+    def __init__(self, pages_hbm_ref, buf, sem, head):
+        if head is not None:
+            self.pages_hbm_ref = pages_hbm_ref.at[head]
+        elif buf is None:
+            self.pages_hbm_ref = None
+        else:
+            self.pages_hbm_ref = pages_hbm_ref
+        self.buf, self.sem = buf, sem
+
+    def copy(self, page):
+        return pltpu.make_async_copy(self.pages_hbm_ref[page], self.buf, self.sem)  # SITE
+'''
+    got = floor_only(body)
+    assert [(f.code, f.span.line) for f in got] == \
+        [("PAL101", line_of(HEADER + textwrap.dedent(body), "# SITE"))]
+    assert floor_only(body.replace("self.pages_hbm_ref[page]", "self.pages_hbm_ref.at[page]")) == []
+    assert floor_only(body.replace("pages_hbm_ref", "pages")) == []

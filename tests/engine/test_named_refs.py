@@ -111,3 +111,13 @@ def test_jax_refuses_the_read(tmp_path):
     p = _jax(tmp_path, "buf_vmem[0]")
     assert p.returncode != 0
     assert "DMA source/destination/semaphore arguments must be Refs" in p.stderr, p.stderr[-2000:]
+
+
+def test_an_attribute_named_as_a_ref_makes_a_ref():
+    # `flat = alloc.window_ref` (a pipeline allocation of code not seen)
+    src = _source("flat", "flat[0]").replace("flat = pool.alloc(1)", "flat = pool.window_ref")
+    analysis, text = run(src)
+    assert [(f.code, f.span.line) for f in analysis.findings] == [("PAL101", line_of(text, "# SITE"))]
+    assert run(src.replace("flat[0]", "flat"))[0].findings == []
+    # a plain attribute name is left alone
+    assert run(src.replace("window_ref", "window"))[0].findings == []

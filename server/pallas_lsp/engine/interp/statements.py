@@ -34,12 +34,14 @@ class StatementsMixin:
             value = self.pins[id(node)]
         if value is UNKNOWN and frame.kernel and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name) \
-                and standalone.named_as_ref(node.targets[0].id) \
-                and isinstance(node.value, (ast.Call, ast.Attribute, ast.Subscript)):
-            # `buf_vmem = pool.alloc(...)` of code the engine cannot see: in
-            # kernel code a name written as a Ref's (`_ref`, `_vmem`, `_hbm`)
-            # is one, as a kernel parameter named so is (standalone.py). Its
-            # space, shape and dtype stay unknown.
+                and isinstance(node.value, (ast.Call, ast.Attribute, ast.Subscript)) \
+                and (standalone.named_as_ref(node.targets[0].id)
+                     or isinstance(node.value, ast.Attribute)
+                     and standalone.named_as_ref(node.value.attr)):
+            # `buf_vmem = pool.alloc(...)`, `flat = alloc.window_ref` of code
+            # the engine cannot see: in kernel code a name written as a Ref's
+            # (`_ref`, `_vmem`, `_hbm`) is one, as a kernel parameter named so
+            # is (standalone.py). Its space, shape and dtype stay unknown.
             value = Ref(origin=f"{node.targets[0].id} (a Ref by its name; its value is not "
                                f"modelled)", space=Space.UNKNOWN)
         for target in node.targets:

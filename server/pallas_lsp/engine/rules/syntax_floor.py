@@ -44,7 +44,7 @@ import ast
 import functools
 import os
 
-from pallas_lsp.engine import api
+from pallas_lsp.engine import api, standalone
 from pallas_lsp.engine.model import Span
 from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal102_send_sem_not_ref as pal102,
@@ -914,8 +914,10 @@ class _Floor:
         """`x[i]` where the function shows `x` is a Ref or an Array (`_Evidence`)."""
         if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)):
             return False
-        if isinstance(node.value, ast.Attribute):  # `self.buf[i]`
-            return self.evidence.of_attr(node.value, ranked=False) is not None
+        if isinstance(node.value, ast.Attribute):  # `self.buf[i]`, `self.k_hbm_ref[i]`
+            return self.evidence.of_attr(node.value, ranked=False) is not None \
+                or (isinstance(node.value.value, ast.Name)
+                    and standalone.named_as_ref(node.value.attr))
         if not isinstance(node.value, ast.Name):
             return False
         return self.evidence.of(node.value, scope, ranked=False) is not None
