@@ -1017,21 +1017,10 @@ class _Floor:
         """PAL406: a wait-only descriptor given a bare name its file indexes
         with `.at[i]` waits on a whole semaphore array (the TPU lowering
         refuses it; tracing does not check)."""
-        got = self._whole_sem_array(node, m)
-        if got is None:
-            return
-        at, rank, call = got
-        text = self.text(node)
-        handed = f" (the same array, handed on by the call on line {call.lineno})" \
-            if call is not None else ""
-        yield Finding(
-            code=pal406.CODE, message=pal406.MESSAGE, span=self.span(node),
-            detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one of "
-                    f"them with `{self.text(at)}`{handed}. A DMA wait blocks on one {role}, so "
-                    f"select it with `{text}.at[i]`. Tracing accepts this; lowering for a TPU "
-                    f"fails (the `tpu.wait_dma2` op)."),
-            fixes=at_fix(self.ctx, node, (None,) * rank),
-            related=self._related(m, ("wait", "wait_recv", "wait_send")))
+        yield from self._array_finding(
+            m, node, pal406.CODE, pal406.MESSAGE, ("wait", "wait_recv", "wait_send"),
+            f"A DMA wait blocks on one {role}, so select it with `{{text}}.at[i]`. Tracing "
+            f"accepts this; lowering for a TPU fails (the `tpu.wait_dma2` op).")
 
     def _whole_arrays(self, m: _Maker):
         """PAL103 / PAL104: a started DMA given a bare name its function also
@@ -1040,21 +1029,28 @@ class _Floor:
             if m.remote else [("sem", pal103, "completion")]
         for key, rule, role in roles:
             node = m.args.get(key)
-            got = self._whole_sem_array(node, m) if node is not None else None
-            if got is None:
-                continue
-            at, rank, call = got
-            text = self.text(node)
-            handed = f" (the same array, handed on by the call on line {call.lineno})" \
-                if call is not None else ""
-            # `…`: a value only the running program knows (the array's shape)
-            yield Finding(
-                code=rule.CODE, message=rule.MESSAGE.format(shape="…"), span=self.span(node),
-                detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one "
-                        f"of them with `{self.text(at)}`{handed}. A DMA signals exactly one "
-                        f"{role} semaphore, so select it with `{text}.at[i]`."),
-                fixes=at_fix(self.ctx, node, (None,) * rank),
-                related=self._related(m, ("start",)))
+            if node is not None:
+                # `…`: a value only the running program knows (the array's shape)
+                yield from self._array_finding(
+                    m, node, rule.CODE, rule.MESSAGE.format(shape="…"), ("start",),
+                    f"A DMA signals exactly one {role} semaphore, so select it with "
+                    f"`{{text}}.at[i]`.")
+
+    def _array_finding(self, m: _Maker, node, code: str, message: str, ops, advice: str):
+        """The finding for a bare name shown to be a whole semaphore array."""
+        got = self._whole_sem_array(node, m)
+        if got is None:
+            return
+        at, rank, call = got
+        text = self.text(node)
+        handed = f" (the same array, handed on by the call on line {call.lineno})" \
+            if call is not None else ""
+        yield Finding(
+            code=code, message=message, span=self.span(node),
+            detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one of "
+                    f"them with `{self.text(at)}`{handed}. " + advice.format(text=text)),
+            fixes=at_fix(self.ctx, node, (None,) * rank),
+            related=self._related(m, ops))
 
 
 def check(ctx: Context, interp=None):
