@@ -354,3 +354,34 @@ def test_noqa_in_a_cell_applies_to_its_line():
     text = nb(("code", IMPORTS), ("code", quiet),
               ("code", LAUNCH + "y = run(jnp.ones((8, 128)))\n"))
     assert findings_in(to_program(text, NOTEBOOK)) == []
+
+
+LATE_IMPORTS_PAGE = """# Remote copies
+
+The core call:
+
+```python
+copy = pltpu.make_async_remote_copy(
+    src_ref=local_ref, dst_ref=remote_ref, send_sem=send_sem, recv_sem=recv_sem,
+    device_id=DEVICE, device_id_type=pl.DeviceIdType.MESH)
+copy.start()
+copy.wait()
+```
+
+The whole program:
+
+```python
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+```
+"""
+
+
+@pytest.mark.parametrize("path, expected", [("page.md", ["PAL105"]), ("page.rst.txt", [])])
+def test_a_pages_imports_are_bound_before_its_snippets(path, expected):
+    # A page shows the API before the program that imports it; a Python file
+    # (or a notebook, whose cells ran in order) that does so raises NameError.
+    p = to_program(LATE_IMPORTS_PAGE.replace("DEVICE", "None"), MARKDOWN)
+    assert [f.code for f in analyze(p.text, path).findings] == expected
+    assert analyze(to_program(LATE_IMPORTS_PAGE.replace("DEVICE", "(peer,)"), MARKDOWN).text,
+                   path).findings == []

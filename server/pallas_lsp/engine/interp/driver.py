@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from pallas_lsp.engine import buffered, flow, pyops, relevance, standalone, variants
+from pallas_lsp.engine import buffered, cells, flow, pyops, relevance, standalone, variants
 from pallas_lsp.engine.binding.kernel import run_pl_kernel
 from pallas_lsp.engine.binding.pallas_call import run_kernel
 from pallas_lsp.engine.binding.pipeline import run_pipeline
@@ -57,6 +57,13 @@ class DriverMixin:
         outer, scopes_made.scopes = getattr(scopes_made, "scopes", None), self._scopes
         try:
             frame = Frame(self.module_scope, kernel=False, mod=self.root)
+            if self.path and cells.document_kind(self.path) in (cells.MARKDOWN, cells.RST):
+                # A page shows snippets before the program that imports their
+                # names (`pltpu.make_async_copy(...)` on line 90, the imports on
+                # line 187): its top-level imports are bound first. (A
+                # notebook's cells ran in order: its names are taken as they run.)
+                self.exec_body([s for s in self.src.tree.body
+                                if isinstance(s, (ast.Import, ast.ImportFrom))], frame)
             self.exec_body(self.src.tree.body, frame)
             self._flush_pending()
             functions, classes = self._all_defs(self.src.tree)

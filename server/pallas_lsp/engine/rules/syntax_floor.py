@@ -54,6 +54,7 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal106_wait_send_local as pal106,
                                      pal108_negative_priority as pal108,
                                      pal110_wait_sem_not_ref as pal110,
+                                     pal112_wait_on_value as pal112,
                                      pal406_wait_sem_array as pal406)
 from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, explain_read, raised_at,
                                            ref_fix)
@@ -999,17 +1000,40 @@ class _Floor:
                      a.get("recv_sem" if m.remote else "sem"))]
             if m.remote and any(w in ("wait", "wait_send") for w in waits):
                 sems.append(("send semaphore", a.get("send_sem")))
+            said = False
             for role, node in sems:
                 if node is None:
                     continue
                 load = self._load(node, m)
                 if load is None:
-                    yield from self._waited_array(m, role, node)
+                    for f in self._waited_array(m, role, node):
+                        said = True
+                        yield f
                     continue
+                said = True
                 detail, fixes = self._explain(role, node, load)
                 yield Finding(code=pal110.CODE, message=pal110.MESSAGE, span=self.span(node),
                               detail=("This descriptor is only built to be waited on, and "
                                       + detail[0].lower() + detail[1:]),
+                              fixes=fixes,
+                              related=self._related(m, ("wait", "wait_recv", "wait_send")))
+            if said:
+                continue
+            # PAL112: the wait makes its source a read effect and its
+            # destination a write effect; a value made in the kernel is no
+            # input of the jaxpr, and tracing fails when the kernel is closed.
+            for role, key, effect in (("source", "src_ref", "Read"), ("destination", "dst_ref", "Write")):
+                node = a.get(key)
+                load = self._load(node, m) if node is not None else None
+                if load is None:
+                    continue
+                detail, fixes = self._explain(role, node, load)
+                yield Finding(code=pal112.CODE, message=pal112.MESSAGE.format(effect=f"{effect}<…>"),
+                              span=self.span(node),
+                              detail=("This descriptor is only built to be waited on, and "
+                                      + detail[0].lower() + detail[1:] + " JAX fails when it "
+                                      "finishes tracing the kernel (the traceback does not name "
+                                      "this line)."),
                               fixes=fixes,
                               related=self._related(m, ("wait", "wait_recv", "wait_send")))
 
