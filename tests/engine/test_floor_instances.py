@@ -105,6 +105,10 @@ def test_the_twin_gets_nothing():
     _ring({"DST": "self.bufs[slot]"}).replace(
         "    def start(self):", "    def reset(self, other):\n        self.bufs = other\n\n"
                                "    def start(self):"),
+    # rebound by `+=` (a value set somewhere else first): two values
+    _ring({"DST": "self.bufs[slot]"}).replace("        self.bufs = bufs\n", "").replace(
+        "    def start(self):", "    def grow(self, more):\n        self.bufs += more\n\n"
+                               "    def start(self):"),
     # another class's attribute of the same name is another value
     _ring({"DST": "self.bufs[slot]"}).replace(
         "pltpu.make_async_copy(self.bufs.at[slot], self.bufs.at[slot], self.sems.at[slot]).wait()",

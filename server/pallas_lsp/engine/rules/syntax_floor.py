@@ -560,10 +560,12 @@ class _Evidence:
                 if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                         and n.value.id == me):
                     continue
-                if not isinstance(n.ctx, ast.Load):
-                    count[n.attr] = count.get(n.attr, 0) + 1
-                    continue
                 up = self.f.parent.get(id(n))
+                if not isinstance(n.ctx, ast.Load):
+                    # `self.x += v` rebinds a value set somewhere else first: two
+                    count[n.attr] = count.get(n.attr, 0) + (2 if up.__class__ is ast.AugAssign
+                                                            else 1)
+                    continue
                 if up.__class__ is ast.Attribute and up.attr == "at":
                     sub = self.f.parent.get(id(up))
                     if sub.__class__ is ast.Subscript and sub.value is up:
@@ -571,9 +573,6 @@ class _Evidence:
                 elif up.__class__ is ast.Subscript and up.value is n \
                         and _is_load(up, self.is_ds, stores=True):
                     found.setdefault(n.attr, []).append((up, None))
-            for n in ast.walk(method):  # `self.x += ...` reads and assigns
-                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Attribute):
-                    count[n.target.attr] = count.get(n.target.attr, 0) + 1
         got = self._attrs[id(cls)] = {k: (count.get(k, 0), tuple(v)) for k, v in found.items()}
         return got
 
