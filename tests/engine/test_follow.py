@@ -41,9 +41,10 @@ def test_unknown_output_pytree_binds_from_the_front_and_the_back():
 
 def test_back_binding_needs_a_signature_without_defaults():
     # With a default, the trailing parameters could be anything: stay silent.
+    # (A name that says nothing of how many: a bare `sems` is read as several.)
     assert codes(f'''
-    def kernel(x_hbm, outs, buf, sems, extra=None):
-        pltpu.make_async_copy(x_hbm, buf, sems).start()
+    def kernel(x_hbm, outs, buf, sem_pool, extra=None):
+        pltpu.make_async_copy(x_hbm, buf, sem_pool).start()
 
     def launch(x, tree):
         return pl.pallas_call(kernel, out_shape=tree, in_specs=[{ANY}],
@@ -1923,8 +1924,9 @@ def test_branch_that_asserts_false_is_dead_code():
             scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))])(x)
     '''
     assert _twin(body, "buf, sems)", "buf, sems.at[1])") == (["PAL103"], [])
-    # A failing assertion on a path the engine decided goes on, as `raise` does.
-    decided = body.replace('options["block"] == options["seq"]', "True")
+    # A failing assertion on a path the engine decided goes on, as `raise` does
+    # (under a name that says nothing of how many: a bare `sems` is read as several).
+    decided = body.replace('options["block"] == options["seq"]', "True").replace("sems", "sem_pool")
     assert codes(decided) == []
 
 

@@ -27,6 +27,11 @@ text settles the question:
   the bare `sems` signals a whole semaphore array. The name must have one
   binding and the evidence must be traced whenever the DMA is (no `if` branch
   of its own that the DMA is not also in).
+* PAL101 on a DMA argument `x[i]` the interpreter gave no value (a kernel
+  launched through a helper of another package), where `x` is a parameter
+  (or a field of one) and the file shows no sign that it holds several Refs
+  (`_containers`): a list of Refs is indexed the same way, so any such sign
+  keeps it silent.
 
 A descriptor or a value is followed through a name only when that name has
 exactly one binding, a plain `name = <expr>`, in its scope (no parameter,
@@ -43,9 +48,10 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 
 from pallas_lsp.engine import api, standalone
-from pallas_lsp.engine.model import Span
+from pallas_lsp.engine.model import Ref, Space, Span, Unknown
 from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal102_send_sem_not_ref as pal102,
                                      pal103_dst_sem_not_scalar as pal103,
@@ -56,9 +62,12 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal110_wait_sem_not_ref as pal110,
                                      pal112_wait_on_value as pal112,
                                      pal406_wait_sem_array as pal406)
+from pallas_lsp.engine.rules._containers import (containers, indexed_in_place, key_of,
+                                                 named_as_container)
 from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, explain_read, raised_at,
                                            ref_fix)
 from pallas_lsp.engine.syntax import _FIELDS, _fields, children
+from pallas_lsp.engine.values import StarUnknown
 
 CODES = ("PAL101", "PAL102", "PAL103", "PAL104", "PAL105", "PAL106", "PAL108", "PAL110")
 
@@ -76,6 +85,8 @@ _PARAMS = {
     "sync_copy": ("src_ref", "dst_ref"),
 }
 _METHODS = {"start", "wait", "wait_recv", "wait_send"}
+# A name for several semaphores: `sems`, `recv_sems`, `sems_in`, `dma_semaphores`, `sem_recvs`.
+_SEMS_NAME = re.compile(r"(?i)(\w*_)?sems(_\w+)?|\w*semaphores|sem_(recv|send)s")
 _DS = {"pl.ds", "pl.dslice", "pltpu.ds", "pltpu.dslice"}  # a Slice: no list or dict index
 # Words that must appear in a file for the floor to look at it.
 _WORDS = ("make_async_copy", "async_copy", "async_remote_copy", "make_async_remote_copy",
@@ -683,6 +694,9 @@ class _Floor:
         self.makers: dict[int, _Maker] = {}
         self.helpers: dict[int, list[_Maker]] = {}  # id(def) -> makers it returns
         self._evidence: _Evidence | None = None
+        self._containers: frozenset[str] | None = None
+        self._dma_indexed: dict[str, list[int]] | None = None
+        self._lone: set[int] = set()  # the `x[i]` read as loads for want of other signs
 
     @property
     def evidence(self) -> _Evidence:
@@ -903,12 +917,56 @@ class _Floor:
         def is_ds(func):
             return self.f.pallas_api(func, m.scope) in _DS
 
-        if _is_load(node, is_ds) or self._evident_load(node, m.scope):
+        if _is_load(node, is_ds) or self._evident_load(node, m.scope) \
+                or self._lone_index(node, node):
             return node
         via = self.f.value_of(node, m.scope)
-        if via is not None and (_is_load(via, is_ds) or self._evident_load(via, m.scope)):
+        if via is not None and (_is_load(via, is_ds) or self._evident_load(via, m.scope)
+                                or self._lone_index(via, node)):
             return via
         return None
+
+    def _lone_index(self, sub, arg) -> bool:
+        """`x[i]` given to a DMA (as `arg`, or as the value of the name `arg`)
+        where neither the interpreter nor the file says `x` holds several
+        values. A list of Refs is indexed the same way, so every sign of a
+        container keeps this silent: a `*x` parameter, a literal, slice or
+        `list(...)` bound to the name, iteration, `len`, unpacking, a string
+        key, a container annotation, and the file's other DMAs indexing `x`
+        the same way (they are taken to be right)."""
+        if self.dead is None or id(arg) in self.dead.known:
+            return False
+        if not (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load)):
+            return False
+        base = sub.value
+        if not isinstance(base, (ast.Name, ast.Attribute)) \
+                or (isinstance(base, ast.Attribute) and base.attr == "at"):
+            return False
+        if not self._handed_in(base, sub):
+            return False
+        index = sub.slice
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        if isinstance(index, ast.Slice) or any(
+                isinstance(e, ast.Starred) or (isinstance(e, ast.Constant)
+                                               and isinstance(e.value, (str, bytes)))
+                for e in items):
+            return False
+        key = key_of(base)
+        if self._containers is None:
+            self._dma_indexed = {}
+            for mk in self.makers.values():
+                for a in mk.args.values():
+                    got = indexed_in_place(a)
+                    k = key_of(got.value) if got is not None else None
+                    if k:
+                        self._dma_indexed.setdefault(k, []).append(id(got))
+            self._containers = containers(self.ctx.src.tree, frozenset(
+                i for ids in self._dma_indexed.values() for i in ids))
+        if key in self._containers or named_as_container(key) or any(
+                other != id(sub) for other in self._dma_indexed.get(key, ())):
+            return False
+        self._lone.add(id(sub))
+        return True
 
     def _evident_load(self, node, scope) -> bool:
         """`x[i]` where the function shows `x` is a Ref or an Array (`_Evidence`)."""
@@ -936,8 +994,48 @@ class _Floor:
                 got = self.evidence.of(via, m.scope, ranked=True)
         return got
 
+    def _named_sem_array(self, node, m: _Maker) -> str | None:
+        """The name, when the semaphore `node` (or the name it was assigned
+        from) is named as several (`recv_sems`, `self.semaphores`) and the
+        interpreter gave it no value. Whatever such a name holds, a list or an
+        array, it is not one semaphore; no file of the corpora names a single
+        semaphore so."""
+        if self.dead is None or id(node) in self.dead.known:
+            return None
+        via = self.f.value_of(node, self.f.scope_of.get(id(node), m.scope))
+        for n in (node, via):
+            name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) \
+                else None
+            if name and _SEMS_NAME.fullmatch(name):
+                return name
+        return None
+
+    def _handed_in(self, base, sub) -> bool:
+        """`base` is a parameter (or a field of one: `scratch.hist`) of the
+        function it is read in, or a name the file never binds (a docs
+        page's placeholder). A name bound to a value (`bufs = pool.alloc()`,
+        `self.bufs`) may hold anything: not judged."""
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id in ("self", "cls") \
+                or base.id in self.f.tainted:
+            return False
+        scope = self.f.scope_of.get(id(base))
+        if scope is None:
+            return False
+        s, _ = self.f.resolve(base.id, scope)
+        if s is None:
+            return True
+        if s.kind != "function" or len(s.binds[base.id]) != 1:
+            return False
+        a = s.node.args
+        return any(p.arg == base.id for p in a.posonlyargs + a.args + a.kwonlyargs)
+
     def _explain(self, role: str, node, load) -> tuple[str, tuple]:
         what = explain_read(self.ctx, load, sem=role.endswith("semaphore"))
+        if id(load) in self._lone:
+            what += (f" (Nothing here shows `{self.text(load.value)}` holding several Refs: "
+                     "no `*` parameter, literal, loop or other DMA indexing it.)")
         if load is not node:
             return (f"The {role} `{self.text(node)}` holds a read (line {load.lineno}): {what}",
                     ())
@@ -1063,6 +1161,15 @@ class _Floor:
         """The finding for a bare name shown to be a whole semaphore array."""
         got = self._whole_sem_array(node, m)
         if got is None:
+            named = self._named_sem_array(node, m)
+            if named is not None:
+                text = self.text(node)
+                yield Finding(
+                    code=code, message=message, span=self.span(node),
+                    detail=(f"`{text}` is named as several semaphores (`{named}`), and nothing "
+                            "here gives it one: a list or an array of semaphores is not one. "
+                            + advice.format(text=text)),
+                    fixes=at_fix(self.ctx, node, None), related=self._related(m, ops))
             return
         at, rank, call = got
         text = self.text(node)
@@ -1088,6 +1195,15 @@ def check(ctx: Context, interp=None):
     return list(_Floor(ctx, _Dead(interp) if interp is not None else None).run())
 
 
+def _informative(value) -> bool:
+    """A value that says more than "some Ref": a parameter taken for a Ref
+    by its use alone has no shape, kind of semaphore or memory space."""
+    if isinstance(value, (Unknown, StarUnknown)):
+        return False
+    return not (isinstance(value, Ref) and value.shape is None and value.sem is None
+                and value.space is Space.UNKNOWN)
+
+
 class _Dead:
     """What the interpreter knows is never traced."""
 
@@ -1096,9 +1212,13 @@ class _Dead:
         self.ok = not events.truncated  # a step budget ran out: nothing is known dead
         self.entered = set(interp._entered) - set(interp._unknown_run)
         self.reached = set()
+        self.known = set()  # DMA arguments the interpreter gave a value
         for call in events.dmas:
             self.reached.add(id(call.node))
             self.reached.update(id(op.node) for op in call.ops)
+            for arg in (call.src, call.dst, call.sem, call.send_sem):
+                if arg is not None and arg.node is not None and _informative(arg.value):
+                    self.known.add(id(arg.node))
         # No DMA call of the file reached: the engine may not know these APIs
         # under the names this file uses; then an unreached call is not dead.
         own = interp.src  # (the command line's parse may be tagged as the file's own)
