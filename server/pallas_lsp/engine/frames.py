@@ -204,6 +204,12 @@ class Frame:
     site: ast.AST | None = None
 
 
+# A scope variable no Python name can be: set where a function's own
+# `assert` failed on values the engine decided (defaults no caller passes),
+# so what runs after it runs on values the program itself refuses.
+REFUTED = "<refuted>"
+
+
 def real_path(path: str) -> str:
     """The file's real path: the key of a Module (symlinks resolved)."""
     return os.path.realpath(path)

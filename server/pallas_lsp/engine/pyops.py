@@ -9,7 +9,8 @@ from pallas_lsp.engine import syntax
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Value
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, ClassVal, Given, Instance, Iter, Partial,
-                                      SeqOf, ShapeDtype, Spec, StarUnknown, TextPrefix, join_all)
+                                      SeqOf, ShapeDtype, Spec, StarUnknown, TextPrefix, join_all,
+                                      tuple_items)
 from pallas_lsp.engine.model import Func
 
 
@@ -36,8 +37,10 @@ def _builtin_enumerate(args):
 
 
 def _builtin_len(args):
-    if args and isinstance(args[0].value, Seq):
-        return Const(value=len(args[0].value.items))
+    v = args[0].value if args else None
+    v = tuple_items(v) or v  # a NamedTuple instance is a tuple of its fields
+    if isinstance(v, Seq):
+        return Const(value=len(v.items))
     return UNKNOWN
 
 

@@ -442,11 +442,27 @@ class CallsMixin:
         for p in positional + list(a.kwonlyargs) + ([a.vararg] if a.vararg else []) \
                 + ([a.kwarg] if a.kwarg else []):
             v = values.get(p.arg, UNKNOWN)
+            if v is UNKNOWN and p.annotation is not None and not frame.kernel:
+                v = self._annotated_record(p.annotation, frame)
             if p.arg in origins and isinstance(v, (Ref, Seq)) and not v.origin:
                 v = replace(v, origin=origins[p.arg])
             frame.scope.vars[p.arg] = v
             if frame.kernel:
                 self.record_param(p, v, frame)
+
+    def _annotated_record(self, annotation, frame: Frame) -> Value:
+        """`metadata: Metadata` where `Metadata` is a NamedTuple of the file
+        and no value is known: a tuple of its fields, each unknown. Its
+        length is known (`num_scalar_prefetch=len(metadata)`, `*metadata`)."""
+        if not isinstance(annotation, ast.Name):
+            return UNKNOWN
+        cls = frame.scope.lookup(annotation.id)
+        if not (isinstance(cls, ClassVal) and cls.tuple_like and cls.fields):
+            return UNKNOWN
+        inst = Instance(cls)
+        for f in cls.fields:
+            inst.attrs[f] = UNKNOWN
+        return inst
 
     def _default(self, a: ast.arguments, p: ast.arg, frame: Frame) -> Value:
         positional = list(a.posonlyargs) + list(a.args)

@@ -9,7 +9,7 @@ import ast
 from pallas_lsp.engine import expected_errors, flow, pyops, standalone
 from pallas_lsp.engine.binding.scratch import to_alloc
 from pallas_lsp.engine.events import Arg, RefAccess
-from pallas_lsp.engine.frames import Frame, Scope
+from pallas_lsp.engine.frames import REFUTED, Frame, Scope
 from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Space, Value
 from pallas_lsp.engine.values import UNKNOWN, Alloc, Instance, Partial, SeqOf, Spec, join, tuple_items
 from pallas_lsp.engine.values import instance_writes
@@ -236,10 +236,16 @@ class StatementsMixin:
     def stmt_Assert(self, node: ast.Assert, frame: Frame) -> None:
         """`assert False` (a dead branch, marked) is a `raise`. A test the
         engine computed to be false is not: like `if x is None: raise`, it
-        may rest on a default no caller passes."""
-        self.eval(node.test, frame)  # names in it are kernel names too (hover)
+        may rest on a default no caller passes. The code after it still runs,
+        but on values the function itself refuses (a builder's defaults that
+        its own asserts reject): kernels launched under this scope are not
+        bound with them (`REFUTED`)."""
+        test = self.eval(node.test, frame)  # names in it are kernel names too (hover)
         if isinstance(node.test, ast.Constant) and not node.test.value:
             self.stmt_Raise(node, frame)
+        elif not frame.undecided and not frame.kernel and isinstance(test, Const) \
+                and isinstance(test.value, (bool, int)) and not test.value:
+            frame.scope.vars[REFUTED] = Const(value=node.lineno)
 
     def stmt_With(self, node: ast.With, frame: Frame) -> None:
         for item in node.items:

@@ -458,7 +458,11 @@ class _Evidence:
             return None
         s, module = self.f.resolve(name, scope)
         if s is not None:
-            return (id(s.node), name) if len(s.binds[name]) == 1 else None
+            # `wrow_vm = None` on the path that never uses it: a None has no
+            # `.at`, so evidence speaks of the one other binding.
+            binds = [b for b in s.binds[name]
+                     if not (b[0] == "value" and _is_none(b[1]))]
+            return (id(s.node), name) if len(binds) == 1 else None
         top = scope  # the top-level def (or class) around the use
         while top.parent is not None and top.parent.parent is not None:
             top = top.parent
@@ -474,7 +478,7 @@ class _Evidence:
         while up is not None and id(child) != top_id:
             if isinstance(up, (ast.If, ast.IfExp)):
                 if child is not up.test:
-                    out.add((id(up), child in up.body if isinstance(up.body, list)
+                    out.add((_decision(up), child in up.body if isinstance(up.body, list)
                              else child is up.body))
             elif isinstance(up, (ast.ExceptHandler, ast.match_case, ast.comprehension)):
                 out.add((id(up), True))
@@ -626,6 +630,20 @@ class _Evidence:
 
 
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+_PURE = (ast.Name, ast.Load, ast.Constant, ast.UnaryOp, ast.Not, ast.BoolOp, ast.And, ast.Or,
+         ast.Compare, ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn, ast.Lt, ast.LtE,
+         ast.Gt, ast.GtE, ast.Attribute)
+
+
+def _decision(node: ast.If | ast.IfExp):
+    """What an `if` decides on: two `if not do_a2a8:` of one file take the
+    same arm (a flag read twice), so they are one decision; a test that
+    calls or indexes anything is its own."""
+    if all(isinstance(n, _PURE) for n in ast.walk(node.test)):
+        return ast.dump(node.test)
+    return id(node)
 
 
 def _binds(stmt: ast.stmt, name: str) -> bool:
