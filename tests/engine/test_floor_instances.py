@@ -221,3 +221,92 @@ class Copier:
         [("PAL101", line_of(HEADER + textwrap.dedent(body), "# SITE"))]
     assert floor_only(body.replace("self.pages_hbm_ref[page]", "self.pages_hbm_ref.at[page]")) == []
     assert floor_only(body.replace("pages_hbm_ref", "pages")) == []
+
+
+# Flags: a name bound to None on the path that does not use it, and two
+# `if` statements on the same flag, one in the DMA's function and one in
+# the evidence's. A None has no `.at`, so the evidence speaks of the other
+# binding; two `if not fused:` read one flag, so they take the same arm.
+FLAGS = '''
+def build(fused):
+    def kernel(x_hbm, o_hbm, *refs):
+        if fused:
+            buf, sems = refs
+            extra = None
+        else:
+            buf, extra, sems = refs
+
+        def issue():
+            if not fused:
+                pltpu.make_async_copy(x_hbm, DST, sems.at[0]).start()  # SITE
+
+        def ready():
+            if not fused:
+                pltpu.make_async_copy(x_hbm, extra.at[0], sems.at[0]).wait()
+
+        issue()
+        ready()
+        pltpu.sync_copy(buf, o_hbm)
+    return kernel
+'''
+
+
+def test_evidence_across_a_none_binding_and_one_flag():
+    body = FLAGS.replace("DST", "extra[0]")
+    got = floor_only(body)
+    src = HEADER + textwrap.dedent(body)
+    assert [(f.code, f.span.line) for f in got] == [("PAL101", line_of(src, "# SITE"))]
+    assert floor_only(FLAGS.replace("DST", "extra.at[0]")) == []
+
+
+@pytest.mark.parametrize("change", [
+    # another flag: the evidence's arm may not run when the DMA's does
+    ("            if not fused:\n                pltpu.make_async_copy(x_hbm, extra.at[0]",
+     "            if not other:\n                pltpu.make_async_copy(x_hbm, extra.at[0]"),
+    # a second binding in a loop: which one the DMA reads is not known
+    ("            extra = None", "            for extra in refs:\n                pass"),
+    # a test that calls: each evaluation is its own decision
+    ("            if not fused:\n                pltpu.make_async_copy(x_hbm, DST",
+     "            if not fused():\n                pltpu.make_async_copy(x_hbm, DST"),
+])
+def test_evidence_needs_the_same_decision_and_one_binding(change):
+    old, new = change
+    body = FLAGS.replace(old, new)
+    assert old in FLAGS
+    assert floor_only(body.replace("DST", "extra[0]")) == []
+
+
+# A name bound in both arms of an `if` (a builder's flags choose how the
+# refs unpack): after the last binding, each call reads one value, so
+# `bufs.at[0]` there shows the `bufs[0]` handed to a DMA there is a read.
+ARMS = '''
+def kernel(x_hbm, o_hbm, *refs):
+    if len(refs) == 2:
+        bufs, sems = refs
+    else:
+        bufs, extra, sems = refs
+    pltpu.make_async_copy(x_hbm, DST, sems.at[0]).start()  # SITE
+    pltpu.make_async_copy(x_hbm, bufs.at[0], sems.at[0]).wait()
+    pltpu.sync_copy(bufs.at[0], o_hbm)
+'''
+
+
+def test_evidence_after_every_binding_counts():
+    body = ARMS.replace("DST", "bufs[0]")
+    src = HEADER + textwrap.dedent(body)
+    assert [(f.code, f.span.line) for f in floor_only(body)] == [("PAL101", line_of(src, "# SITE"))]
+    assert floor_only(ARMS.replace("DST", "bufs.at[0]")) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # bound in a loop: each pass may bind another value
+    ("    if len(refs) == 2:\n        bufs, sems = refs\n",
+     "    for bufs in refs[:1]:\n        pass\n    if len(refs) == 2:\n        sems = refs[1]\n"),
+    # bound again after the DMA: the DMA may read the first value
+    ("    pltpu.sync_copy(bufs.at[0], o_hbm)", "    bufs = refs\n    pltpu.sync_copy(bufs.at[0], o_hbm)"),
+    # a parameter of the same name: what the caller passed is not settled
+    ("def kernel(x_hbm, o_hbm, *refs):", "def kernel(x_hbm, o_hbm, bufs, *refs):"),
+])
+def test_evidence_needs_settled_bindings(old, new):
+    assert old in ARMS
+    assert floor_only(ARMS.replace(old, new).replace("DST", "bufs[0]")) == []

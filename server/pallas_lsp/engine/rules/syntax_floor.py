@@ -102,12 +102,13 @@ def enabled() -> bool:
 
 
 class _Scope:
-    __slots__ = ("node", "parent", "kind", "binds")
+    __slots__ = ("node", "parent", "kind", "binds", "stores")
 
     def __init__(self, node, parent, kind):
         self.node, self.parent, self.kind = node, parent, kind
         # name -> list of ("value", expr) / ("import", dotted) / ("def", node) / ("other", None)
         self.binds: dict[str, list] = {}
+        self.stores: dict[str, list] = {}  # name -> the Name nodes assigning it
 
     def bind(self, name: str, what: tuple):
         self.binds.setdefault(name, []).append(what)
@@ -193,6 +194,7 @@ class _File:
                             and parent.target is node and parent.value is not None:
                         value = parent.value
                     scope.bind(node.id, ("value", value) if value is not None else ("other", None))
+                    scope.stores.setdefault(node.id, []).append(node)
                     continue
             elif cls in (ast.Import, ast.ImportFrom):
                 self._imports(node, scope)
@@ -462,12 +464,34 @@ class _Evidence:
             # `.at`, so evidence speaks of the one other binding.
             binds = [b for b in s.binds[name]
                      if not (b[0] == "value" and _is_none(b[1]))]
-            return (id(s.node), name) if len(binds) == 1 else None
+            if len(binds) == 1:
+                return (id(s.node), name)
+            settled = self._settled_after(s, name)
+            return (id(s.node), name, settled) if settled is not None else None
         top = scope  # the top-level def (or class) around the use
         while top.parent is not None and top.parent.parent is not None:
             top = top.parent
         return (id(module.node), name) if top.parent is not None and top.kind == "function" \
             else None
+
+    def _settled_after(self, s: _Scope, name: str) -> int | None:
+        """The last line binding `name` in the function `s`, when every
+        binding is a plain assignment run at most once per call (no loop, no
+        comprehension; `if` arms and unpacking allowed): code after that line
+        reads one value per call, whichever binding made it. None otherwise."""
+        if s.kind != "function":
+            return None
+        stores = s.stores.get(name, ())
+        if len(stores) != len(s.binds[name]) or not stores:
+            return None  # a parameter, import, def or handler binds it too
+        parent = self.f.parent
+        for node in stores:
+            up = parent.get(id(node))
+            while up is not None and up is not s.node:
+                if isinstance(up, (ast.For, ast.AsyncFor, ast.While) + _COMPS):
+                    return None
+                up = parent.get(id(up))
+        return max(n.lineno for n in stores)
 
     def path(self, node, top_id) -> frozenset:
         """The branches (`if` arms, `try` bodies, handlers, cases, filters) `node` sits in,
@@ -500,12 +524,18 @@ class _Evidence:
             return None
         found = self._evidence(key)
         here = self.path(name, key[0])
+        if len(key) == 3:  # several bindings: only what runs after them all
+            if name.lineno <= key[2]:
+                return None
+            found = [e for e in found if e[0].lineno > key[2]]
         for node, rank, path in found:
             if (rank if ranked else True) and path <= here:
                 return node, rank, None
         # The same value under another name: a parameter a function of this
         # file is handed (`g(recvs=recvs)`), with its evidence there.
         for other, call, caller_side in self._linked().get(key, ()):
+            if len(key) == 3 or len(other) == 3:
+                continue  # one hop across a call, of names bound once only
             for node, rank, path in self._evidence(other):
                 if not (rank if ranked else True):
                     continue
