@@ -310,3 +310,33 @@ def test_evidence_after_every_binding_counts():
 def test_evidence_needs_settled_bindings(old, new):
     assert old in ARMS
     assert floor_only(ARMS.replace(old, new).replace("DST", "bufs[0]")) == []
+
+
+# A nested def runs where it is called: evidence in a helper the kernel
+# only calls under `if pipelined:` says nothing of a DMA in the `else` arm
+# (there `sem` is one semaphore; with pipelining, an array).
+CALLED = '''
+def build(pipelined):
+    def kernel(x_hbm, o_hbm, buf, sem):
+        def descriptor(i):
+            return pltpu.make_async_copy(x_hbm.at[i], buf, sem.at[i])
+
+        if pipelined:
+            descriptor(0).start()
+            descriptor(0).wait()
+        else:
+            pltpu.async_copy(x_hbm.at[0], buf, sem).wait()  # SITE
+        pltpu.sync_copy(buf, o_hbm)
+    return kernel
+'''
+
+
+def test_evidence_in_a_helper_called_under_a_branch_stays_there():
+    assert floor_only(CALLED) == []
+
+
+def test_evidence_in_a_helper_called_on_every_path_counts():
+    body = CALLED.replace("        if pipelined:\n", "        descriptor(1).start()\n"
+                          "        descriptor(1).wait()\n        if pipelined:\n")
+    src = HEADER + textwrap.dedent(body)
+    assert [(f.code, f.span.line) for f in floor_only(body)] == [("PAL103", line_of(src, "# SITE"))]

@@ -419,6 +419,8 @@ class _Evidence:
         self._links: dict[tuple, list] | None = None
         self._resolved: dict[tuple, list] = {}
         self._attrs: dict[int, dict] = {}
+        self._called: dict[tuple, frozenset] = {}
+        self._loads_by_name: dict[str, list] | None = None
 
     def _candidates(self) -> dict[tuple, list]:
         """key -> [(the `x.at[i]` / `x[...]` node, rank)], built once: each
@@ -495,11 +497,16 @@ class _Evidence:
 
     def path(self, node, top_id) -> frozenset:
         """The branches (`if` arms, `try` bodies, handlers, cases, filters) `node` sits in,
-        up to the function binding the name; nested defs are traced when
-        called (`pl.when`, `lax.cond`, helpers), so they add none."""
+        up to the function binding the name. A nested def runs where it is
+        called or handed on (`start()` under `if pipelined:`, `fori_loop(...,
+        body, ...)`): its code is under the branches every such place shares
+        (`_called_path`)."""
         out, parent = set(), self.f.parent
         child, up = node, parent.get(id(node))
         while up is not None and id(child) != top_id:
+            if isinstance(up, _DEFS) and id(up) != top_id:
+                out |= self._called_path(up, top_id)
+                break
             if isinstance(up, (ast.If, ast.IfExp)):
                 if child is not up.test:
                     out.add((_decision(up), child in up.body if isinstance(up.body, list)
@@ -514,6 +521,27 @@ class _Evidence:
                 out.add((id(up), True))
             child, up = up, parent.get(id(up))
         return frozenset(out)
+
+    def _called_path(self, d, top_id) -> frozenset:
+        """The branches shared by every place the nested def `d` is called or
+        handed on (its name read), or where it stands when it is a lambda,
+        decorated (run as defined: `@pl.when`), or never named again."""
+        key = (id(d), top_id)
+        got = self._called.get(key)
+        if got is not None:
+            return got
+        self._called[key] = frozenset()  # a def calling itself adds nothing more
+        sites = None
+        if not isinstance(d, ast.Lambda) and not d.decorator_list:
+            if self._loads_by_name is None:
+                self._loads_by_name = {}
+                for n in self.f.loads:
+                    self._loads_by_name.setdefault(n.id, []).append(n)
+            sites = [n for n in self._loads_by_name.get(d.name, ())
+                     if self.f.lookup(n.id, self.f.scope_of[id(n)]) == ("def", d)]
+        paths = [self.path(n, top_id) for n in sites] if sites else [self.path(d, top_id)]
+        got = self._called[key] = frozenset.intersection(*paths)
+        return got
 
     def of(self, name: ast.Name, fallback: _Scope, *, ranked: bool):
         """Evidence for `name` read at its place that is traced whenever that
@@ -660,6 +688,7 @@ class _Evidence:
 
 
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 _PURE = (ast.Name, ast.Load, ast.Constant, ast.UnaryOp, ast.Not, ast.BoolOp, ast.And, ast.Or,
