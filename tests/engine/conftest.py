@@ -44,3 +44,15 @@ def run_jax(program: str):
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           timeout=300, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
 
+
+
+def jax_refuses(p, message: str) -> None:
+    """JAX's verdict (`run_jax`) is a failure that says `message`."""
+    assert p.returncode != 0, p.stdout[-2000:]
+    assert message in p.stderr, p.stderr[-2000:]
+
+
+def jax_prints(p, expected: str) -> None:
+    """JAX's verdict (`run_jax`) is a run that prints `expected`."""
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == expected

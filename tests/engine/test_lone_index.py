@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import HEADER, line_of, run, run_jax
+from conftest import HEADER, jax_prints, jax_refuses, line_of, run, run_jax
 
 BODY = '''
 def body(source, dest, state, read_sem, write_sem):
@@ -140,9 +140,7 @@ def _jax(body: str, launch: str, run_it: str):
 
 def test_jax_refuses_the_read():
     p = _jax(_body("source[j]"), LAUNCH_REFS, "print(float(launch(body, x).sum()))\n")
-    assert p.returncode != 0
-    assert "DMA source/destination/semaphore arguments must be Refs." in p.stderr, \
-        p.stderr[-2000:]
+    jax_refuses(p, "DMA source/destination/semaphore arguments must be Refs.")
 
 
 LIST_TWIN = _body("source[j]", "dest[j]").replace("def body(source, dest,",
@@ -156,11 +154,9 @@ def test_the_list_twin_is_silent():
 def test_jax_runs_the_list_twin():
     p = _jax(LIST_TWIN, LAUNCH_LISTS,
              "a, b = launch(body, x)\nprint(float((a + b).sum()) == float(x.sum()))\n")
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.strip() == "True"
+    jax_prints(p, "True")
 
 
 def test_jax_runs_the_ref_twin():
     p = _jax(_body(), LAUNCH_REFS, "print(bool((launch(body, x) == x).all()))\n")
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.strip() == "True"
+    jax_prints(p, "True")
