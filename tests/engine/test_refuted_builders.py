@@ -87,6 +87,30 @@ def test_an_assert_in_an_undecided_branch_does_not_refute():
     assert ("PAL103", line_of(text, "# SITE")) in got
 
 
+PL_KERNEL = '''
+def build(x, fused=False):
+    assert fused, "only the fused form is written"
+    last = pltpu.SemaphoreType.DMA if fused else pltpu.SemaphoreType.DMA((2,))
+
+    @pl.kernel(out_type=x, mesh=pltpu.create_tensorcore_mesh("core", num_cores=1),
+               scratch_types=[pltpu.VMEM((8, 128), jnp.float32), last])
+    def kernel(x_hbm, o_hbm, buf, one_sem):
+        pltpu.async_copy(x_hbm, buf, one_sem).wait()  # SITE
+        pltpu.sync_copy(buf, o_hbm)
+
+    return kernel(x)
+'''
+
+
+def test_every_launcher_family_respects_the_refuted_assert():
+    # `pl.kernel` binds through the shared `bind_and_run`, as core_map and
+    # launches through unseen helpers do.
+    got, _, _ = _found(PL_KERNEL)
+    assert got == []
+    got, text, _ = _found(PL_KERNEL.replace(ASSERT, ""))
+    assert got == [("PAL103", line_of(text, "# SITE"))]
+
+
 def _jax(default: str):
     return run_jax(HEADER + textwrap.dedent(_source("sems.at[0]", default)) +
                    "\nx = jnp.ones((8, 128), jnp.float32)\n"

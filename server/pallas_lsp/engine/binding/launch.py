@@ -2,14 +2,16 @@
 reading a kernel's positional parameters, laying the launch's parameter
 segments (prefetch, inputs, outputs, scratch; some of unknown count) onto
 them (`segments_to_args`), and running the kernel body as kernel code
-(`bind_and_run`)."""
+(`bind_and_run`), unless the values reaching the launch are ones the
+program's own `assert` refused (`refuted`)."""
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
 from pallas_lsp.engine.events import Arg, Launch
-from pallas_lsp.engine.model import Func, Value
+from pallas_lsp.engine.frames import REFUTED
+from pallas_lsp.engine.model import Const, Func, Value
 from pallas_lsp.engine.values import STAR_UNKNOWN, UNKNOWN
 
 if TYPE_CHECKING:
@@ -81,8 +83,22 @@ def new_launch(host: LaunchHost, api_name: str, node, func: Value, be: str, **va
     return launch
 
 
+def refuted(launch: Launch, frame: Frame) -> bool:
+    """The launch runs under a builder whose own `assert` the engine computed
+    false (`frames.REFUTED`): its values are not the ones that run, so it is
+    not bound, and coverage says why."""
+    at = frame.scope.lookup(REFUTED)
+    if not isinstance(at, Const):
+        return False
+    launch.reason = (f"the values reaching this launch fail the `assert` on line {at.value}: "
+                     "they are not the ones that run")
+    return True
+
+
 def bind_and_run(host: LaunchHost, launch: Launch, func: Func, args: list[Value],
                   kw: dict[str, Value], frame: Frame, params: list[str] | None = None) -> None:
+    if refuted(launch, frame):
+        return
     launch.bound = True
     launch.kernel_id = host.kernel_count + 1 if not frame.kernel_id else frame.kernel_id
     host.kernels.append(getattr(func.node, "name", "<lambda>"))

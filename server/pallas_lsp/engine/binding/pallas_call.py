@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 
 from pallas_lsp.engine import backend, flow
 from pallas_lsp.engine.binding.launch import (arg_value, count_required, positional_params,
-                                              segments_to_args)
+                                              refuted, segments_to_args)
 from pallas_lsp.engine.binding.scratch import scratch_value
 from pallas_lsp.engine.binding.specs import operand_value, top_items
 from pallas_lsp.engine.events import Arg, Launch
-from pallas_lsp.engine.frames import REFUTED
 from pallas_lsp.engine.model import Const, Func, Ref, Seq, Space, Value
 from pallas_lsp.engine.records import frozen, replace
 from pallas_lsp.engine.values import (STAR_UNKNOWN, UNKNOWN, Choice, GridSpec, Instance,
@@ -146,10 +145,7 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
     if not isinstance(kernel, Func):
         launch.reason = "the kernel is not a function the engine can see"
         return
-    refuted = frame.scope.lookup(REFUTED)
-    if isinstance(refuted, Const):
-        launch.reason = (f"the values reaching this launch fail the `assert` on line "
-                         f"{refuted.value}: they are not the ones that run")
+    if refuted(launch, frame):
         return
     n_pref = pc.num_prefetch
     prefetch = [Ref(origin=f"scalar prefetch operand #{i}", space=Space.SMEM,

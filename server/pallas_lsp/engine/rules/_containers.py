@@ -35,19 +35,15 @@ def named_as_container(key: str) -> bool:
     return key.lstrip(".").lower().endswith(_CONTAINER_ENDINGS)
 
 
-def _key(node) -> str | None:
+def key_of(node) -> str | None:
     """`x` for a name, `.attr` for an attribute: what the evidence is about."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
         return "." + node.attr
     if isinstance(node, ast.Starred):
-        return _key(node.value)
+        return key_of(node.value)
     return None
-
-
-def key_of(node) -> str | None:
-    return _key(node)
 
 
 def indexed_in_place(arg) -> ast.Subscript | None:
@@ -108,52 +104,52 @@ def containers(tree: ast.AST, dma_args: frozenset[int] = frozenset()) -> frozens
                 if _annotated(p.annotation):
                     add(p.arg)
         elif cls is ast.Starred:
-            k = _key(node.value)
+            k = key_of(node.value)
             if k:
                 add(k)
         elif cls is ast.keyword and node.arg is None:  # `f(**x)`
-            k = _key(node.value)
+            k = key_of(node.value)
             if k:
                 add(k)
         elif cls in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
             targets = node.targets if cls is ast.Assign else [node.target]
             value = node.value
             if cls is ast.AnnAssign and _annotated(node.annotation):
-                k = _key(node.target)
+                k = key_of(node.target)
                 if k:
                     add(k)
             if value is not None and _makes_container(value):
                 for t in targets:
-                    k = _key(t)
+                    k = key_of(t)
                     if k:
                         add(k)
             if value is not None and any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):
-                k = _key(value)  # `a, b = x`
+                k = key_of(value)  # `a, b = x`
                 if k:
                     add(k)
         elif cls in (ast.For, ast.AsyncFor, ast.comprehension):
             # The iterable is a container; so may each element be (pairs of
             # Refs): a loop variable is never read as a single Ref here.
-            for k in (_key(node.iter), _key(node.target)):
+            for k in (key_of(node.iter), key_of(node.target)):
                 if k:
                     add(k)
         elif cls is ast.Call:
             f = node.func
             if isinstance(f, ast.Name) and f.id in _TAKERS:
                 for arg in node.args:
-                    k = _key(arg)
+                    k = key_of(arg)
                     if k:
                         add(k)
             elif isinstance(f, ast.Name) and f.id == "isinstance" and len(node.args) == 2:
-                k = _key(node.args[0])
+                k = key_of(node.args[0])
                 if k and any(w in ast.unparse(node.args[1]).lower() for w in _ANNOTATIONS):
                     add(k)
             elif isinstance(f, ast.Attribute) and f.attr in _METHODS:
-                k = _key(f.value)
+                k = key_of(f.value)
                 if k:
                     add(k)
         elif cls is ast.Subscript:
-            k = _key(node.value)
+            k = key_of(node.value)
             if k is None:
                 continue
             s = node.slice

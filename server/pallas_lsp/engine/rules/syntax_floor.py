@@ -1019,7 +1019,7 @@ class _Floor:
         if not isinstance(base, (ast.Name, ast.Attribute)) \
                 or (isinstance(base, ast.Attribute) and base.attr == "at"):
             return False
-        if not self._handed_in(base, sub):
+        if not self._handed_in(base):
             return False
         index = sub.slice
         items = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -1029,6 +1029,16 @@ class _Floor:
                 for e in items):
             return False
         key = key_of(base)
+        signs, indexed = self._container_signs()
+        if key in signs or named_as_container(key) or any(
+                other != id(sub) for other in indexed.get(key, ())):
+            return False
+        self._lone.add(id(sub))
+        return True
+
+    def _container_signs(self) -> tuple[frozenset[str], dict[str, list[int]]]:
+        """(the names the file shows to be containers, name -> the `x[i]` the
+        file's DMAs are handed), built on first use: most files never ask."""
         if self._containers is None:
             self._dma_indexed = {}
             for mk in self.makers.values():
@@ -1039,11 +1049,7 @@ class _Floor:
                         self._dma_indexed.setdefault(k, []).append(id(got))
             self._containers = containers(self.ctx.src.tree, frozenset(
                 i for ids in self._dma_indexed.values() for i in ids))
-        if key in self._containers or named_as_container(key) or any(
-                other != id(sub) for other in self._dma_indexed.get(key, ())):
-            return False
-        self._lone.add(id(sub))
-        return True
+        return self._containers, self._dma_indexed
 
     def _evident_load(self, node, scope) -> bool:
         """`x[i]` where the function shows `x` is a Ref or an Array (`_Evidence`)."""
@@ -1087,7 +1093,7 @@ class _Floor:
                 return name
         return None
 
-    def _handed_in(self, base, sub) -> bool:
+    def _handed_in(self, base) -> bool:
         """`base` is a parameter (or a field of one: `scratch.hist`) of the
         function it is read in, or a name the file never binds (a docs
         page's placeholder). A name bound to a value (`bufs = pool.alloc()`,
