@@ -42,7 +42,8 @@ def _sites(body: str, header: str = HEADER + UNSEEN):
     return [(f.code, f.span.line) for f in analysis.findings], src, analysis
 
 
-@pytest.mark.parametrize("name", ["sems", "recv_sems", "dma_semaphores", "sems_in", "sem_recvs"])
+@pytest.mark.parametrize("name", ["sems", "recv_sems", "dma_semaphores", "sems_in", "sem_recvs",
+                                  "recvs15", "sends", "dma_recvs", "sems2"])
 def test_a_bare_name_for_several_is_reported(name):
     got, src, analysis = _sites(_body(name, name))
     assert got == [("PAL103", line_of(src, "# SITE"))]
@@ -60,6 +61,8 @@ def test_through_a_temporary():
     ("sem", "sem"),  # a name for one
     ("sem_ids", "sem_ids"),  # not the plural of a semaphore
     ("semsize", "semsize"),
+    ("sendsize", "sendsize"),
+    ("recv", "recv"),  # one receive semaphore
 ])
 def test_silent(name, sem):
     assert _sites(_body(name, sem))[0] == []
@@ -92,3 +95,25 @@ def test_jax_refuses_the_whole_array():
 def test_jax_runs_the_twin():
     p = _jax(_body("sems", "sems.at[j]"))
     jax_prints(p, "True")
+
+
+METHODS = '''
+class Pipe:
+    def __init__(self, buf, sem_recvs):
+        self.buf, self.sem_recvs = buf, sem_recvs
+
+    def start(self, x_hbm, slot):
+        pltpu.make_async_copy(x_hbm.at[slot], self.buf.at[slot], self.sem_recvs.at[slot]).start()
+
+    def wait(self, slot):
+        sem = SEM
+        pltpu.make_async_copy(self.buf.at[slot], self.buf.at[slot], sem).wait()  # SITE
+'''
+
+
+def test_a_temporary_of_an_attribute_indexed_elsewhere():
+    # `sem = self.sem_recvs`: the class's other method selects one with `.at[slot]`.
+    got, src, analysis = _sites(METHODS.replace("SEM", "self.sem_recvs"))
+    assert got == [("PAL406", line_of(src, "# SITE"))]
+    assert "self.sem_recvs.at[slot]" in analysis.findings[0].detail
+    assert _sites(METHODS.replace("SEM", "self.sem_recvs.at[slot]"))[0] == []

@@ -62,6 +62,7 @@ from pallas_lsp.engine.rules import (pal101_dma_arg_not_ref as pal101,
                                      pal110_wait_sem_not_ref as pal110,
                                      pal112_wait_on_value as pal112,
                                      pal406_wait_sem_array as pal406)
+from pallas_lsp.engine.rules._ref_annotations import is_ref_annotation, ref_fields
 from pallas_lsp.engine.rules._containers import (containers, indexed_in_place, key_of,
                                                  named_as_container)
 from pallas_lsp.engine.rules._base import (Context, Finding, at_fix, explain_read, raised_at,
@@ -85,8 +86,10 @@ _PARAMS = {
     "sync_copy": ("src_ref", "dst_ref"),
 }
 _METHODS = {"start", "wait", "wait_recv", "wait_send"}
-# A name for several semaphores: `sems`, `recv_sems`, `sems_in`, `dma_semaphores`, `sem_recvs`.
-_SEMS_NAME = re.compile(r"(?i)(\w*_)?sems(_\w+)?|\w*semaphores|sem_(recv|send)s")
+# A name for several semaphores: `sems`, `recv_sems`, `sems_in`, `dma_semaphores`, `sem_recvs`,
+# `recvs15` (the plural of a send or receive semaphore).
+_SEMS_NAME = re.compile(
+    r"(?i)(\w*_)?sems\d*(_\w+)?|\w*semaphores|sem_(recv|send)s|(\w*_)?(send|recv)s\d*(_\w+)?")
 _DS = {"pl.ds", "pl.dslice", "pltpu.ds", "pltpu.dslice"}  # a Slice: no list or dict index
 # Words that must appear in a file for the floor to look at it.
 _WORDS = ("make_async_copy", "async_copy", "async_remote_copy", "make_async_remote_copy",
@@ -774,6 +777,7 @@ class _Floor:
         self._containers: frozenset[str] | None = None
         self._dma_indexed: dict[str, list[int]] | None = None
         self._lone: set[int] = set()  # the `x[i]` read as loads for want of other signs
+        self._ref_fields: frozenset[str] | None = None
 
     @property
     def evidence(self) -> _Evidence:
@@ -995,13 +999,39 @@ class _Floor:
             return self.f.pallas_api(func, m.scope) in _DS
 
         if _is_load(node, is_ds) or self._evident_load(node, m.scope) \
-                or self._lone_index(node, node):
+                or self._lone_index(node, node) or self._annotated_ref(node, node):
             return node
         via = self.f.value_of(node, m.scope)
         if via is not None and (_is_load(via, is_ds) or self._evident_load(via, m.scope)
-                                or self._lone_index(via, node)):
+                                or self._lone_index(via, node) or self._annotated_ref(via, node)):
             return via
         return None
+
+    def _annotated_ref(self, sub, arg) -> bool:
+        """`x[...]` given to a DMA (as `arg`, or as the value of the name
+        `arg`) where `x` is a parameter annotated as a Ref, or `obj.x` where
+        a class of the file annotates its field `x` as one; only where the
+        interpreter had no value there (it decides otherwise)."""
+        if self.dead is None or id(arg) in self.dead.known:
+            return False
+        if not (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load)):
+            return False
+        base = sub.value
+        if isinstance(base, ast.Attribute):
+            if base.attr == "at":
+                return False
+            if self._ref_fields is None:
+                self._ref_fields = ref_fields(self.ctx.src.tree)
+            return base.attr in self._ref_fields
+        if not isinstance(base, ast.Name) or base.id in self.f.tainted:
+            return False
+        scope = self.f.scope_of.get(id(base))
+        s, _ = self.f.resolve(base.id, scope) if scope is not None else (None, None)
+        if s is None or s.kind != "function" or len(s.binds[base.id]) != 1:
+            return False
+        a = s.node.args
+        return any(p.arg == base.id and is_ref_annotation(p.annotation)
+                   for p in a.posonlyargs + a.args + a.kwonlyargs)
 
     def _lone_index(self, sub, arg) -> bool:
         """`x[i]` given to a DMA (as `arg`, or as the value of the name `arg`)
@@ -1075,6 +1105,8 @@ class _Floor:
             via = self.f.value_of(node, self.f.scope_of.get(id(node), m.scope))
             if isinstance(via, ast.Name):
                 got = self.evidence.of(via, m.scope, ranked=True)
+            elif isinstance(via, ast.Attribute):  # `sem = self.sem_recvs`
+                got = self.evidence.of_attr(via, ranked=True)
         return got
 
     def _named_sem_array(self, node, m: _Maker) -> str | None:
