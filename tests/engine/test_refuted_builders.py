@@ -126,3 +126,75 @@ def test_jax_refuses_the_defaults_at_the_assert():
 def test_jax_runs_the_accepted_configuration(default):
     p = _jax(default)
     jax_prints(p, "1024.0")
+
+
+# Two parameters the asserts demand at once (and a string mode of an `or`):
+# no single flag flipped alone satisfies them, the variant the asserts
+# demand does (`variants.assert_variants`).
+DEMANDING = '''
+def build(n, fused=False, rows=None, mode="a"):
+    assert (mode == "b" or n > 100) and fused
+    assert rows is not None and rows % 8 == 0, rows
+    last = pltpu.SemaphoreType.DMA if mode == "b" else pltpu.SemaphoreType.DMA((2,))
+
+    def kernel(x_hbm, o_hbm, buf, sems, one_sem):
+        pltpu.make_async_copy(x_hbm, buf, SEM).start()  # SITE
+        pltpu.make_async_copy(x_hbm, buf, sems.at[0]).wait()
+        pltpu.async_copy(buf, o_hbm, one_sem).wait()
+
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((rows, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM((rows, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,)), last],
+        interpret=pltpu.InterpretParams())
+'''
+
+
+def test_the_configuration_the_asserts_demand_is_checked():
+    got, text, analysis = _found(DEMANDING.replace("SEM", "sems"))
+    assert got == [("PAL103", line_of(text, "# SITE"))]
+    assert any(la.bound for la in analysis.launches if la.kernel == "kernel")
+
+
+def test_the_demanded_configuration_twin_is_silent():
+    got, _, analysis = _found(DEMANDING.replace("SEM", "sems.at[0]"))
+    assert got == []
+    assert any(la.bound for la in analysis.launches if la.kernel == "kernel")
+
+
+@pytest.mark.parametrize("test, wanted", [
+    ("flag", {"flag": True}), ("not flag", {}), ("rows is not None", {"rows": "GIVEN"}),
+    ("mode == 'b'", {"mode": "b"}), ("mode == 'a' or flag", {}),
+    ("(mode == 'b' or n > 1) and flag", {"mode": "b", "flag": True}),
+    ("n > 1 and flag", {"flag": True}), ("other", {}),
+])
+def test_what_an_assert_demands(test, wanted):
+    import ast
+
+    from pallas_lsp.engine import variants
+    func = ast.parse(f"def f(n, flag=False, rows=None, mode='a'):\n    assert {test}\n").body[0]
+    got = variants.assert_variants(func)
+    as_plain = {k: "GIVEN" if v is variants.GIVEN else v.value for k, v in got[0].items()} \
+        if got else {}
+    assert as_plain == wanted
+
+
+def _jax_demanding(call: str):
+    return run_jax(HEADER + textwrap.dedent(DEMANDING.replace("SEM", "sems.at[0]")) +
+                   "\nx = jnp.ones((8, 128), jnp.float32)\n"
+                   f"print(float({call}(x).sum()))\n")
+
+
+def test_jax_refuses_the_defaults_and_runs_the_demanded_configuration():
+    jax_refuses(_jax_demanding("build(1)"), "AssertionError")
+    jax_prints(_jax_demanding("build(1, fused=True, rows=8, mode='b')"), "1024.0")
+
+
+def test_an_assert_false_whatever_its_unknown_part_refutes():
+    # `n > 4 and fused`: with `fused=False` it is false whatever `n` is.
+    src = _source("sems.at[0]").replace(ASSERT, "    assert n > 4 and fused\n")
+    got, _, analysis = _found(src)
+    assert got == []
+    src = _source("sems.at[0]").replace(ASSERT, "    assert n > 4 or fused\n")  # undecided
+    got, text, _ = _found(src)
+    assert ("PAL103", line_of(text, "one_sem).wait()")) in got

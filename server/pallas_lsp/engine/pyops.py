@@ -176,6 +176,8 @@ def truthiness(v: Value) -> bool | None:
             return bool(v.value)
         except Exception:
             return None
+    if isinstance(v, Seq):  # a list, tuple or dict whose items are all known
+        return bool(v.items)
     return None
 
 

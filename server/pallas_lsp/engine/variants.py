@@ -10,7 +10,7 @@ import bisect
 import re
 
 from pallas_lsp.engine import syntax
-from pallas_lsp.engine.model import Const, Func
+from pallas_lsp.engine.model import Const, Func, Seq
 from pallas_lsp.engine.values import GIVEN, UNKNOWN
 
 
@@ -182,6 +182,88 @@ def own_tests(func: ast.AST) -> set[str]:
 
 
 MAX_OPTIONAL = 2  # optional arguments of a launcher run given, one at a time
+
+
+def vararg_variants(func: ast.AST) -> list[dict]:
+    """A launcher whose `*args` it tests for truth (`x if maybe_values else
+    [None]`, `if extra:`) has a call with none of them: one run with it
+    empty. Run with unknown arguments the test is undecided and the operand
+    list it builds has no length."""
+    star = func.args.vararg
+    if star is None:
+        return []
+    for node in syntax.walk(func):
+        test = node.test if isinstance(node, (ast.If, ast.IfExp, ast.While)) else \
+            node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) else None
+        if isinstance(test, ast.Name) and test.id == star.arg:
+            return [{star.arg: Seq(items=())}]
+    return []
+
+
+def assert_variants(func: ast.AST) -> list[dict]:
+    """The values a launcher's own top-level `assert`s demand of its
+    parameters where the defaults contradict them (`assert ... and
+    lhs_indirect` with `lhs_indirect=False`; `assert rows is not None` with
+    `rows=None`; of `a or b`, the first alternative the parameters alone can
+    meet): one run with all of them. On its defaults such a builder refutes
+    itself (`REFUTED`) and binds nothing; a caller must pass these."""
+    defaults = {p.arg: d.value for p, d in params_with_defaults(func)
+                if isinstance(d, ast.Constant)}
+    demand: dict[str, object] = {}
+    for st in func.body:
+        if isinstance(st, ast.Assert):
+            for name, wanted in _required(st.test, defaults):
+                if name not in demand and not _meets(defaults[name], wanted):
+                    demand[name] = wanted
+    return [demand] if demand else []
+
+
+def _meets(default, wanted) -> bool:
+    if wanted is GIVEN:
+        return default is not None
+    return type(default) is type(wanted.value) and default == wanted.value
+
+
+def _required(test: ast.AST, defaults: dict) -> list[tuple[str, object]]:
+    """What `test` demands of the parameters with literal defaults (the
+    parts about other names say nothing here)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [r for v in test.values for r in _required(v, defaults)]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        options = []
+        for v in test.values:
+            parts = _conjuncts(v)
+            got = [_demanded(c) for c in parts]
+            if all(g is not None and g[0] in defaults for g in got):
+                options.append(got)
+        if not options or any(all(_meets(defaults[n], w) for n, w in o) for o in options):
+            return []
+        return options[0]
+    got = _demanded(test)
+    return [got] if got is not None and got[0] in defaults else []
+
+
+def _conjuncts(test: ast.AST) -> list[ast.AST]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [c for v in test.values for c in _conjuncts(v)]
+    return [test]
+
+
+def _demanded(test: ast.AST):
+    """(parameter, the value the conjunct `test` demands of it), or None."""
+    if isinstance(test, ast.Name):
+        return test.id, Const(value=True)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+            and isinstance(test.operand, ast.Name):
+        return test.operand.id, Const(value=False)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant):
+        op, right = test.ops[0], test.comparators[0].value
+        if isinstance(op, ast.IsNot) and right is None:
+            return test.left.id, GIVEN
+        if isinstance(op, (ast.Is, ast.Eq)) and (right is None or isinstance(right, (bool, int, str))):
+            return test.left.id, Const(value=right)
+    return None
 
 
 def optional_variants(func: ast.AST, lines: list[str]) -> list[dict]:

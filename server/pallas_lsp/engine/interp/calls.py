@@ -407,7 +407,9 @@ class CallsMixin:
             values[p.arg] = v
         if a.vararg is not None:
             extra = args[len(positional):] if not (unknown_params or star) else None
-            if extra is not None:
+            if unknown_params and a.vararg.arg in kwargs:  # a launcher variant fixes it
+                values[a.vararg.arg] = kwargs[a.vararg.arg]
+            elif extra is not None:
                 values[a.vararg.arg] = Seq(items=tuple(extra), origin=VARARGS)
             elif star and not unknown_params and star_at >= len(positional):
                 # `*refs` of unknown length: its first items are the known

@@ -125,6 +125,8 @@ class DriverMixin:
                 if optional and not runs:
                     runs.append(({}, {}))  # the defaults: every optional argument None
                 runs += [(v, {}) for v in optional]
+                runs += [(v, {}) for v in variants.assert_variants(node)]
+                runs += [(v, {}) for v in variants.vararg_variants(node)]
                 runs += [({}, pins) for pins in variants.local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if runs else {}
                 for n, (fixed, pins) in enumerate(runs, start=1):

@@ -243,8 +243,10 @@ class StatementsMixin:
         test = self.eval(node.test, frame)  # names in it are kernel names too (hover)
         if isinstance(node.test, ast.Constant) and not node.test.value:
             self.stmt_Raise(node, frame)
-        elif not frame.undecided and not frame.kernel and isinstance(test, Const) \
-                and isinstance(test.value, (bool, int)) and not test.value:
+        elif not frame.undecided and not frame.kernel and (
+                (isinstance(test, Const) and isinstance(test.value, (bool, int)) and not test.value)
+                or (isinstance(node.test, ast.BoolOp) and self.test_truth(node.test, test) is False)):
+            # (`unknown and False` is false whatever the unknown part is)
             frame.scope.vars[REFUTED] = Const(value=node.lineno)
 
     def stmt_With(self, node: ast.With, frame: Frame) -> None:
