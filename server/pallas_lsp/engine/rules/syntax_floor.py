@@ -1091,7 +1091,39 @@ class _Floor:
                     and standalone.named_as_ref(node.value.attr))
         if not isinstance(node.value, ast.Name):
             return False
-        return self.evidence.of(node.value, scope, ranked=False) is not None
+        if self.evidence.of(node.value, scope, ranked=False) is not None:
+            return True
+        # `for hbm, buf, sem in ((lse_hbm, lse_buf, 0), ...)`: each value `buf`
+        # takes is a name the function shows to be a Ref.
+        values = self._loop_values(node.value)
+        return bool(values) and all(
+            isinstance(v, ast.Name) and self.evidence.of(v, scope, ranked=False) is not None
+            for v in values)
+
+    def _loop_values(self, name: ast.Name) -> list | None:
+        """The expressions `name` takes when its one binding is a `for`
+        target over a literal tuple or list; None otherwise."""
+        scope = self.f.scope_of.get(id(name))
+        s, _ = self.f.resolve(name.id, scope) if scope is not None else (None, None)
+        stores = s.stores.get(name.id, ()) if s is not None else ()
+        if len(stores) != 1 or len(s.binds.get(name.id, ())) != 1:
+            return None
+        node, path = stores[0], []
+        parent = self.f.parent.get(id(node))
+        while isinstance(parent, (ast.Tuple, ast.List)):
+            path.append(parent.elts.index(node))
+            node, parent = parent, self.f.parent.get(id(parent))
+        if not (isinstance(parent, ast.For) and parent.target is node
+                and isinstance(parent.iter, (ast.Tuple, ast.List))):
+            return None
+        values = []
+        for item in parent.iter.elts:
+            for i in reversed(path):
+                if not isinstance(item, (ast.Tuple, ast.List)) or i >= len(item.elts):
+                    return None
+                item = item.elts[i]
+            values.append(item)
+        return values
 
     def _whole_sem_array(self, node, m: _Maker):
         """The `x.at[i]` showing that the bare name `node`, given as a started
