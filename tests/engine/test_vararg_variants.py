@@ -4,8 +4,8 @@
 unknown arguments, the test is undecided and the operand list has no length,
 so the `pl.kernel` body (inputs counted by the operands) was never bound.
 The call with no extra arguments is real code a user makes: it runs as one
-more variant (`variants.vararg_variants`), where a list the engine knows
-item by item has the truth of its length."""
+more variant (`variants.vararg_variants`), where a call's `*args` (a tuple
+the engine knows item by item) has the truth of its length."""
 from __future__ import annotations
 
 import ast
@@ -15,7 +15,7 @@ from conftest import line_of, run
 
 from pallas_lsp.engine import pyops, variants
 from pallas_lsp.engine.model import Const, Seq
-from pallas_lsp.engine.values import UNKNOWN
+from pallas_lsp.engine.values import UNKNOWN, VARARGS
 
 SRC = '''
 def impl(keys, *maybe_values, flag: bool = False):
@@ -52,10 +52,45 @@ def test_the_twin_is_silent():
 def test_which_launchers_get_the_variant(body, wanted):
     func = ast.parse(f"def f(a, *xs):\n    {body}\n").body[0]
     got = variants.vararg_variants(func)
-    assert (got == [{"xs": Seq(items=())}]) is wanted
+    assert (got == [{"xs": Seq(items=(), origin=VARARGS)}]) is wanted
 
 
-def test_a_known_list_has_the_truth_of_its_length():
-    assert pyops.truthiness(Seq(items=())) is False
-    assert pyops.truthiness(Seq(items=(Const(value=None),))) is True
+def test_a_calls_star_args_have_the_truth_of_their_length():
+    assert pyops.truthiness(Seq(items=(), origin=VARARGS)) is False
+    assert pyops.truthiness(Seq(items=(Const(value=None),), origin=VARARGS)) is True
     assert pyops.truthiness(UNKNOWN) is None
+
+
+def test_a_list_appended_to_through_a_closure_keeps_both_branches():
+    # `pending.append(...)` in a nested function: the engine does not follow
+    # every alias, so a list's length never decides a test (the wait in the
+    # flush below must be seen, or the start would look never waited).
+    body = '''
+def kernel(x_hbm, o_hbm, buf, sem):
+    pending = []
+
+    def flush():
+        pending.pop()
+        pltpu.make_async_copy(x_hbm, buf, sem).wait()
+
+    def push():
+        pltpu.make_async_copy(x_hbm, buf, sem).start()
+        if pending:
+            flush()
+        pending.append(1)
+
+    push()
+    push()
+    if pending:
+        flush()
+    pltpu.sync_copy(buf, o_hbm)
+
+
+def copy(x):
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA])(x)
+'''
+    analysis, _ = run(body)
+    assert analysis.findings == []

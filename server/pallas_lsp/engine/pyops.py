@@ -10,7 +10,7 @@ from pallas_lsp.engine.model import Api, Array, Const, Descriptor, Ref, Seq, Val
 from pallas_lsp.engine.records import frozen
 from pallas_lsp.engine.values import (UNKNOWN, Alloc, ClassVal, Given, Instance, Iter, Partial,
                                       SeqOf, ShapeDtype, Spec, StarUnknown, TextPrefix, join_all,
-                                      tuple_items)
+                                      VARARGS, tuple_items)
 from pallas_lsp.engine.model import Func
 
 
@@ -176,7 +176,9 @@ def truthiness(v: Value) -> bool | None:
             return bool(v.value)
         except Exception:
             return None
-    if isinstance(v, Seq):  # a list, tuple or dict whose items are all known
+    if isinstance(v, Seq) and v.origin == VARARGS:
+        # A call's `*args`, a tuple: never mutated. (A list may be: the engine
+        # does not follow every alias a nested function appends through.)
         return bool(v.items)
     return None
 

@@ -11,7 +11,7 @@ import re
 
 from pallas_lsp.engine import syntax
 from pallas_lsp.engine.model import Const, Func, Seq
-from pallas_lsp.engine.values import GIVEN, UNKNOWN
+from pallas_lsp.engine.values import GIVEN, UNKNOWN, VARARGS
 
 
 LAUNCH_NAMES = {"pallas_call", "kernel", "core_map"}
@@ -196,7 +196,7 @@ def vararg_variants(func: ast.AST) -> list[dict]:
         test = node.test if isinstance(node, (ast.If, ast.IfExp, ast.While)) else \
             node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) else None
         if isinstance(test, ast.Name) and test.id == star.arg:
-            return [{star.arg: Seq(items=())}]
+            return [{star.arg: Seq(items=(), origin=VARARGS)}]
     return []
 
 
