@@ -578,6 +578,21 @@ class _Evidence:
                     return node, rank, call
         return None
 
+    def ranks(self, node, fallback: _Scope) -> list:
+        """[(the `x.at[i, ...]` node, how many axes it names)] for `x` (a name
+        bound once, or `self.x` assigned once in its class), wherever the
+        file indexes it: how many axes the value has at least."""
+        if isinstance(node, ast.Attribute):
+            owner = self._method_class(node)
+            if owner is None:
+                return []
+            assigned, found = self._class_attrs(owner).get(node.attr, (0, ()))
+            return [(ev, r) for ev, r in found if r] if assigned <= 1 else []
+        key = self.key(node.id, self.f.scope_of.get(id(node), fallback))
+        if key is None or len(key) == 3:
+            return []
+        return [(ev, r) for ev, r, _ in self._evidence(key) if r]
+
     def of_attr(self, node: ast.Attribute, *, ranked: bool):
         """Evidence for `self.x` read in a method (or a closure in one): a
         `self.x.at[i]`, or a load or store no list takes, in any method of
@@ -739,6 +754,14 @@ def _names_ds(f: "_File", func) -> bool:
         base = base.value
     scope = f.scope_of.get(id(base)) if isinstance(base, ast.Name) else None
     return scope is not None and f.pallas_api(func, scope) in _DS
+
+
+def _at_view(node):
+    """`x` of `x.at[...]` (a name or `self.x`), else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+            and node.value.attr == "at" and isinstance(node.value.value, (ast.Name, ast.Attribute)):
+        return node.value.value
+    return None
 
 
 def _index_rank(index) -> int | None:
@@ -1137,9 +1160,24 @@ class _Floor:
             via = self.f.value_of(node, self.f.scope_of.get(id(node), m.scope))
             if isinstance(via, ast.Name):
                 got = self.evidence.of(via, m.scope, ranked=True)
+                if got is None:  # `sem = row` where `row = sems.at[slot]`
+                    via = self.f.value_of(via, self.f.scope_of.get(id(via), m.scope))
             elif isinstance(via, ast.Attribute):  # `sem = self.sem_recvs`
                 got = self.evidence.of_attr(via, ranked=True)
+            if got is None and _at_view(via) is not None:
+                got = self._view_of_array(via, m)
         return got
+
+    def _view_of_array(self, view: ast.Subscript, m: _Maker):
+        """`s = x.at[slot]` where the file indexes `x` with more axes
+        (`x.at[slot, c]`): `s` is still an array. Slices keep their axis, so
+        the view has at least that many axes less the ones named here."""
+        base, named = _at_view(view), _index_rank(view.slice) or 0
+        found = self.evidence.ranks(base, m.scope)
+        if not found:
+            return None
+        at, rank = max(found, key=lambda e: e[1])
+        return (at, rank - named, view) if rank > named else None
 
     def _named_sem_array(self, node, m: _Maker) -> str | None:
         """The name, when the semaphore `node` (or the name it was assigned
@@ -1320,12 +1358,17 @@ class _Floor:
             return
         at, rank, call = got
         text = self.text(node)
-        handed = f" (the same array, handed on by the call on line {call.lineno})" \
-            if call is not None else ""
+        if isinstance(call, ast.Subscript):  # `s = x.at[slot]`, where line N indexes `x` further
+            what = (f"`{text}` is `{self.text(call)}`, still an array of semaphores: line "
+                    f"{at.lineno} indexes the same array with more axes (`{self.text(at)}`). ")
+        else:
+            handed = f" (the same array, handed on by the call on line {call.lineno})" \
+                if call is not None else ""
+            what = (f"`{text}` is a whole array of semaphores: line {at.lineno} selects one of "
+                    f"them with `{self.text(at)}`{handed}. ")
         yield Finding(
             code=code, message=message, span=self.span(node),
-            detail=(f"`{text}` is a whole array of semaphores: line {at.lineno} selects one of "
-                    f"them with `{self.text(at)}`{handed}. " + advice.format(text=text)),
+            detail=what + advice.format(text=text),
             fixes=at_fix(self.ctx, node, (None,) * rank),
             related=self._related(m, ops))
 
