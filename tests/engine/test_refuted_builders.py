@@ -167,6 +167,7 @@ def test_the_demanded_configuration_twin_is_silent():
     ("mode == 'b'", {"mode": "b"}), ("mode == 'a' or flag", {}),
     ("(mode == 'b' or n > 1) and flag", {"mode": "b", "flag": True}),
     ("n > 1 and flag", {"flag": True}), ("other", {}),
+    ("flag and not flag", {}),  # contradictory: no configuration meets it
 ])
 def test_what_an_assert_demands(test, wanted):
     import ast
@@ -198,3 +199,21 @@ def test_an_assert_false_whatever_its_unknown_part_refutes():
     src = _source("sems.at[0]").replace(ASSERT, "    assert n > 4 or fused\n")  # undecided
     got, text, _ = _found(src)
     assert ("PAL103", line_of(text, "one_sem).wait()")) in got
+
+
+def test_each_alternative_of_an_or_is_a_configuration():
+    # `fast = mode == "fast"`: a local the assert names stands for its test.
+    import ast
+
+    from pallas_lsp.engine import variants
+    func = ast.parse("def f(n, mode='slow', fused=False, rows=None):\n"
+                     "    fast = mode == 'fast'\n"
+                     "    assert (n > 1 or (fast and fused)) and rows is not None\n"
+                     "    assert (mode == 'x' or fused)\n").body[0]
+    got = [{k: "GIVEN" if v is variants.GIVEN else v.value for k, v in d.items()}
+           for d in variants.assert_variants(func)]
+    assert got == [{"mode": "fast", "fused": True, "rows": "GIVEN"}]
+    func = ast.parse("def f(mode='slow', fused=False):\n"
+                     "    assert mode == 'a' or fused\n").body[0]
+    got = [{k: v.value for k, v in d.items()} for d in variants.assert_variants(func)]
+    assert got == [{"mode": "a"}, {"fused": True}]

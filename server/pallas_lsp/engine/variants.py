@@ -200,22 +200,44 @@ def vararg_variants(func: ast.AST) -> list[dict]:
     return []
 
 
+MAX_DEMANDED = 3  # configurations a builder's asserts may demand, run one by one
+
+
 def assert_variants(func: ast.AST) -> list[dict]:
     """The values a launcher's own top-level `assert`s demand of its
     parameters where the defaults contradict them (`assert ... and
     lhs_indirect` with `lhs_indirect=False`; `assert rows is not None` with
-    `rows=None`; of `a or b`, the first alternative the parameters alone can
-    meet): one run with all of them. On its defaults such a builder refutes
-    itself (`REFUTED`) and binds nothing; a caller must pass these."""
+    `rows=None`; each alternative of `a or b` the parameters alone can meet,
+    through locals like `do_a2a8 = comm == "a2a8"`): one run per
+    configuration. On its defaults such a builder refutes itself (`REFUTED`)
+    and binds nothing; a caller must pass these."""
     defaults = {p.arg: d.value for p, d in params_with_defaults(func)
                 if isinstance(d, ast.Constant)}
-    demand: dict[str, object] = {}
+    aliases = {st.targets[0].id: st.value for st in func.body
+               if isinstance(st, ast.Assign) and len(st.targets) == 1
+               and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Compare)}
+    combos: list[dict] = [{}]
     for st in func.body:
-        if isinstance(st, ast.Assert):
-            for name, wanted in _required(st.test, defaults):
-                if name not in demand and not _meets(defaults[name], wanted):
-                    demand[name] = wanted
-    return [demand] if demand else []
+        if not isinstance(st, ast.Assert):
+            continue
+        options = _options(st.test, defaults, aliases)
+        combos = [merged for c in combos for o in options
+                  if (merged := _merge(c, o)) is not None][:MAX_DEMANDED]
+    out = []
+    for c in combos:
+        demand = {n: w for n, w in c.items() if not _meets(defaults[n], w)}
+        if demand and demand not in out:
+            out.append(demand)
+    return out
+
+
+def _merge(a: dict, b: list):
+    out = dict(a)
+    for name, wanted in b:
+        if name in out and out[name] != wanted:
+            return None  # contradictory demands
+        out[name] = wanted
+    return out
 
 
 def _meets(default, wanted) -> bool:
@@ -224,29 +246,24 @@ def _meets(default, wanted) -> bool:
     return type(default) is type(wanted.value) and default == wanted.value
 
 
-def _required(test: ast.AST, defaults: dict) -> list[tuple[str, object]]:
-    """What `test` demands of the parameters with literal defaults (the
-    parts about other names say nothing here)."""
+def _options(test: ast.AST, defaults: dict, aliases: dict) -> list[list]:
+    """The ways `test` can hold, each a list of (parameter, value) it needs
+    of parameters with literal defaults ([[]]: nothing the parameters decide)."""
+    if isinstance(test, ast.Name) and test.id in aliases:
+        test = aliases[test.id]
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return [r for v in test.values for r in _required(v, defaults)]
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        options = []
+        out: list[list] = [[]]
         for v in test.values:
-            parts = _conjuncts(v)
-            got = [_demanded(c) for c in parts]
-            if all(g is not None and g[0] in defaults for g in got):
-                options.append(got)
+            out = [a + b for a in out for b in _options(v, defaults, aliases)][:MAX_DEMANDED]
+        return out
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        options = [o for v in test.values for o in _options(v, defaults, aliases)
+                   if o and all(n in defaults for n, _ in o)]
         if not options or any(all(_meets(defaults[n], w) for n, w in o) for o in options):
-            return []
-        return options[0]
+            return [[]]
+        return options[:MAX_DEMANDED]
     got = _demanded(test)
-    return [got] if got is not None and got[0] in defaults else []
-
-
-def _conjuncts(test: ast.AST) -> list[ast.AST]:
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return [c for v in test.values for c in _conjuncts(v)]
-    return [test]
+    return [[got]] if got is not None and got[0] in defaults else [[]]
 
 
 def _demanded(test: ast.AST):
