@@ -1046,15 +1046,8 @@ class _Floor:
             if self._ref_fields is None:
                 self._ref_fields = ref_fields(self.ctx.src.tree)
             return base.attr in self._ref_fields
-        if not isinstance(base, ast.Name) or base.id in self.f.tainted:
-            return False
-        scope = self.f.scope_of.get(id(base))
-        s, _ = self.f.resolve(base.id, scope) if scope is not None else (None, None)
-        if s is None or s.kind != "function" or len(s.binds[base.id]) != 1:
-            return False
-        a = s.node.args
-        return any(p.arg == base.id and is_ref_annotation(p.annotation)
-                   for p in a.posonlyargs + a.args + a.kwonlyargs)
+        param = self._param_of(base) if isinstance(base, ast.Name) else None
+        return param is not None and is_ref_annotation(param.annotation)
 
     def _lone_index(self, sub, arg) -> bool:
         """`x[i]` given to a DMA (as `arg`, or as the value of the name `arg`)
@@ -1209,12 +1202,20 @@ class _Floor:
         if scope is None:
             return False
         s, _ = self.f.resolve(base.id, scope)
+        return s is None or self._param_of(base, s) is not None
+
+    def _param_of(self, name: ast.Name, s: _Scope | None = None) -> ast.arg | None:
+        """The parameter `name` is, when the function it is read in binds it
+        only so (`s`: the scope binding it, when already resolved)."""
         if s is None:
-            return True
-        if s.kind != "function" or len(s.binds[base.id]) != 1:
-            return False
+            scope = self.f.scope_of.get(id(name))
+            if scope is None or name.id in self.f.tainted:
+                return None
+            s, _ = self.f.resolve(name.id, scope)
+        if s is None or s.kind != "function" or len(s.binds[name.id]) != 1:
+            return None
         a = s.node.args
-        return any(p.arg == base.id for p in a.posonlyargs + a.args + a.kwonlyargs)
+        return next((p for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg == name.id), None)
 
     def _explain(self, role: str, node, load) -> tuple[str, tuple]:
         what = explain_read(self.ctx, load, sem=role.endswith("semaphore"))
