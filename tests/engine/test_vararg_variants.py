@@ -94,3 +94,28 @@ def copy(x):
 '''
     analysis, _ = run(body)
     assert analysis.findings == []
+
+
+FLAGGED = '''
+def impl(keys, *maybe_values, poison: bool = False):
+    @pl.kernel(out_type=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+               mesh=pltpu.create_tensorcore_mesh("core", num_cores=1),
+               scratch_types=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))])
+    def _kernel(keys_ref, values_ref, out_ref, *scratch):
+        buf, sems = scratch
+        if poison:
+            pltpu.async_copy(keys_ref, buf, SEM).wait()  # SITE
+        pltpu.sync_copy(buf, out_ref)
+
+    return _kernel(keys, *(maybe_values if maybe_values else [None]))
+'''
+
+
+def test_a_flag_tested_in_the_body_is_flipped_in_the_run_without_extra_arguments():
+    # The kernel binds only in the run with no extra arguments; the path
+    # under `poison` is reached when that run also flips the flag.
+    analysis, text = run(FLAGGED.replace("SEM", "sems"))
+    assert [(f.code, f.span.line) for f in analysis.findings] == \
+        [("PAL103", line_of(text, "# SITE"))]
+    analysis, _ = run(FLAGGED.replace("SEM", "sems.at[0]"))
+    assert analysis.findings == []

@@ -80,11 +80,18 @@ def concat_partial(a: Value, b: Value) -> Value:
         + [v.elem for v in (a, b) if isinstance(v, (Partial, SeqOf))]
     # `[buf, *[sem] * n]`: every item after the known front is like the
     # right side's items.
-    rest = UNKNOWN
+    rest = middle = UNKNOWN
     if pa[2] and len(head) <= MAX_SEQ:
         rest = b.elem if isinstance(b, SeqOf) else b.rest if isinstance(b, Partial) else UNKNOWN
+    elif isinstance(a, Partial) and pb[2] and a.rest is not UNKNOWN and len(pb[1]) <= 64:
+        # `xs += [c, d]` after a loop grew `xs` (a Partial whose items after
+        # its head are alike): c and d join them; the unknown part between
+        # the head and the new tail is still those items.
+        rest = join_all([a.rest, *pb[1]])
+        middle = a.middle if a.middle is not UNKNOWN else a.rest
     return Partial(head=tuple(head[:MAX_SEQ]), tail=tuple(tail[-MAX_SEQ:]),
-                   elem=join_all(elems) if len(elems) <= 64 else UNKNOWN, rest=rest)
+                   elem=join_all(elems) if len(elems) <= 64 else UNKNOWN, rest=rest,
+                   middle=middle if not isinstance(middle, Partial) else UNKNOWN)
 
 
 def _builtin_iter(args):

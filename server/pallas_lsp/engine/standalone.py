@@ -183,35 +183,96 @@ def _calls(func: ast.AST, names) -> bool:
     return hit
 
 
-def ref_params(func: ast.AST) -> list[str]:
+def ref_params(func: ast.AST, defs: dict[str, ast.AST] | None = None,
+               _seen: frozenset = frozenset()) -> list[str]:
     """The parameters of `func` (a method's `self` or `cls` aside) used or
-    named as Refs."""
+    named as Refs; with `defs` (the file's functions by name), also those
+    handed on to a parameter a helper uses so (`_copy(hbm, buf, sems, l)`
+    where `_copy` makes the DMA)."""
     a = getattr(func, "args", None)
     if a is None:
         return []
     params = [p.arg for p in list(a.posonlyargs) + list(a.args) + list(a.kwonlyargs)]
     if params and params[0] in ("self", "cls"):
         params = params[1:]
+    refs, arrays = _ref_uses(func, _name_of, defs, _seen)
+    return [p for p in params if (p in refs or named_as_ref(p)) and p not in arrays]
+
+
+def ref_attrs(func: ast.AST) -> list[str]:
+    """The attributes of a method's `self` it uses as Refs, the way
+    `ref_params` reads parameters (`self.sems.at[slot]`, `self.buf` handed
+    to a DMA): state a pipeline object keeps on its instance."""
+    a = getattr(func, "args", None)
+    params = [p.arg for p in list(a.posonlyargs) + list(a.args)] if a is not None else []
+    if not params or params[0] != "self":
+        return []
+    refs, arrays = _ref_uses(func, _attr_of_self)
+    return sorted(refs - arrays)
+
+
+def _name_of(node) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _attr_of_self(node) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _ref_uses(func: ast.AST, key, defs=None, seen=frozenset()) -> tuple[set, set]:
+    """(what `func` uses as Refs, what it updates as arrays), each thing
+    named by `key(expression)`: handed to a DMA or semaphore call, `x.at[i]`,
+    `x[...] = v` (arrays are immutable in kernel code); `x.at[i].set(v)` is
+    an array's functional update. With `defs`, names handed to a helper of
+    the file that uses its parameter so count too."""
     refs: set[str] = set()
     arrays: set[str] = set()
+
+    def add(node) -> None:
+        k = key(node)
+        if k is not None:
+            refs.add(k)
+
     for node in syntax.walk(func):
         if isinstance(node, ast.Call):
             positions = _REF_POSITIONS.get(_tail(node.func))
             if positions is None:
+                callee = defs.get(node.func.id) if defs and isinstance(node.func, ast.Name) \
+                    else None
+                if callee is not None and id(callee) not in seen and len(seen) < 8:
+                    refs.update(_handed_to_refs(node, callee, defs, seen | {id(func)}))
                 continue
-            refs.update(node.args[i].id for i in positions
-                        if i < len(node.args) and isinstance(node.args[i], ast.Name))
-            refs.update(k.value.id for k in node.keywords
-                        if k.arg in _REF_KEYWORDS and isinstance(k.value, ast.Name))
+            for i in positions:
+                if i < len(node.args):
+                    add(node.args[i])
+            for k in node.keywords:
+                if k.arg in _REF_KEYWORDS:
+                    add(k.value)
         elif isinstance(node, ast.Subscript):
             v = node.value
-            if isinstance(v, ast.Attribute) and v.attr == "at" and isinstance(v.value, ast.Name):
-                refs.add(v.value.id)
-            elif isinstance(node.ctx, ast.Store) and isinstance(v, ast.Name):
-                refs.add(v.id)  # `p[...] = v`: arrays are immutable in kernel code
+            if isinstance(v, ast.Attribute) and v.attr == "at":
+                add(v.value)
+            elif isinstance(node.ctx, ast.Store):
+                add(v)
         elif isinstance(node, ast.Attribute) and node.attr in _ARRAY_UPDATES \
                 and isinstance(node.value, ast.Subscript) \
                 and isinstance(node.value.value, ast.Attribute) \
-                and node.value.value.attr == "at" and isinstance(node.value.value.value, ast.Name):
-            arrays.add(node.value.value.value.id)
-    return [p for p in params if (p in refs or named_as_ref(p)) and p not in arrays]
+                and node.value.value.attr == "at":
+            k = key(node.value.value.value)
+            if k is not None:
+                arrays.add(k)
+    return refs, arrays
+
+
+def _handed_to_refs(call: ast.Call, callee: ast.AST, defs, seen) -> set[str]:
+    """Names handed as plain positional arguments of `call` to parameters
+    `callee` uses as Refs."""
+    a = callee.args
+    if a.vararg is not None or any(isinstance(x, ast.Starred) for x in call.args):
+        return set()
+    names = [p.arg for p in list(a.posonlyargs) + list(a.args)]
+    used = set(ref_params(callee, defs, seen))
+    return {x.id for x, p in zip(call.args, names) if isinstance(x, ast.Name) and p in used}

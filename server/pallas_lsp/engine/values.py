@@ -183,10 +183,12 @@ class Partial(Value):
 
     def drop_first(self) -> "Partial":
         if self.disjoint and self.head:
-            return Partial(head=self.head[1:], tail=self.tail, elem=self.elem, disjoint=True)
+            return Partial(head=self.head[1:], tail=self.tail, elem=self.elem,
+                           middle=self.middle, disjoint=True)
         # The list may have been exactly `tail` long: dropping its first item
         # may consume tail[0], so only tail[1:] stays certain.
-        return Partial(head=self.head[1:], tail=self.tail[1:], elem=self.elem)
+        return Partial(head=self.head[1:], tail=self.tail[1:], elem=self.elem,
+                       middle=self.middle if self.head else UNKNOWN)
 
 
 @frozen
@@ -429,7 +431,9 @@ def _join_partial(a: Value, b: Value) -> Value | None:
             break
         tail.append(x)
     tail.reverse()
-    elems = list(ha) + list(ta) + list(hb) + list(tb)
+    # (a Partial's unknown part is as its `elem` says, or unknown)
+    elems = list(ha) + list(ta) + list(hb) + list(tb) + [v.elem for v in (a, b)
+                                                         if isinstance(v, Partial)]
     elem = join_all(elems) if len(elems) <= 64 else UNKNOWN
     if not head and not tail:
         return None
@@ -447,8 +451,11 @@ def _options(v: Value) -> tuple:
 
 def _listlike(v: Value) -> bool:
     # An empty dict too: `d = {}` then `d[k] = ...` with keys the engine
-    # cannot tell is a collection of like values (SeqOf).
-    return (isinstance(v, Seq) and (v.keys is None or not v.items)) or isinstance(v, SeqOf)
+    # cannot tell is a collection of like values (SeqOf). So is a list grown
+    # in a loop of unknown length (`xs += [a, b]`: a Partial) met with the
+    # list before the loop, when they share no first or last item.
+    return (isinstance(v, Seq) and (v.keys is None or not v.items)) \
+        or isinstance(v, SeqOf) or (isinstance(v, Partial) and v.elem is not UNKNOWN)
 
 
 def _elems(v: Value) -> list:

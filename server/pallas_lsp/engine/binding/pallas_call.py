@@ -209,7 +209,9 @@ def run_kernel(host: LaunchHost, pc: PallasCallable, n_args: int | None, frame: 
                           for i, item in enumerate(sv.head)], None]
     # The optional entries after those, when they are all alike, are what
     # a `*refs` parameter holds.
-    rest = scratch_value(sv.rest, "scratch_shapes[...]") if isinstance(sv, Partial) else UNKNOWN
+    # (Between known first and last entries, the entries a loop added.)
+    rest = scratch_value(sv.middle if sv.middle is not UNKNOWN and sv.tail else sv.rest,
+                         "scratch_shapes[...]") if isinstance(sv, Partial) else UNKNOWN
     if isinstance(sv, SeqOf) and sv.elem is not UNKNOWN \
             and all(seg is not None for seg in segments[:-1]):
         args, reason = _alike_scratch(segments[:-1], params, count_required(kernel, params),

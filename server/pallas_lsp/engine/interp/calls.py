@@ -423,9 +423,12 @@ class CallsMixin:
                     values[a.vararg.arg] = SeqOf(elem=join_all(middle))
                 else:
                     inner = args_star.elem if not pyops.has_star(after) else UNKNOWN
+                    # `elem` is every item's kind only when the unknown parts' are known.
+                    stars = [v for v in [args_star] + list(after) if isinstance(v, StarUnknown)]
+                    whole = all(v.elem is not UNKNOWN for v in stars)
                     values[a.vararg.arg] = Partial(
-                        head=head, tail=tail, elem=join_all(list(head) + list(tail) + middle),
-                        middle=inner, disjoint=True)
+                        head=head, tail=tail, elem=join_all(list(head) + list(tail) + middle)
+                        if whole else UNKNOWN, middle=inner, disjoint=True)
             else:
                 values[a.vararg.arg] = UNKNOWN
         for p, d in zip(a.kwonlyargs, a.kw_defaults):

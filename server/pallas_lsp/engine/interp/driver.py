@@ -126,7 +126,12 @@ class DriverMixin:
                     runs.append(({}, {}))  # the defaults: every optional argument None
                 runs += [(v, {}) for v in optional]
                 runs += [(v, {}) for v in variants.assert_variants(node)]
-                runs += [(v, {}) for v in variants.vararg_variants(node)]
+                empty = variants.vararg_variants(node)
+                runs += [(v, {}) for v in empty]
+                # ... and with each flag flipped, too: a kernel whose operands
+                # only the empty `*args` lets the engine count has flagged
+                # paths of its own (`if poison_scratch:` in its body).
+                runs += [({**f, **v}, {}) for f in variants.flag_variants(node)[1:] for v in empty]
                 runs += [({}, pins) for pins in variants.local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if runs else {}
                 for n, (fixed, pins) in enumerate(runs, start=1):
@@ -305,10 +310,23 @@ class DriverMixin:
         self.events.standalone.add(self.kernel_count + 1)
         self.events.standalone_defs[self.kernel_count + 1] = node
         refs = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)", space=Space.UNKNOWN)
-                for p in standalone.ref_params(node)}
-        self.call_func(func, [], {**self._method_self(node), **refs},
-                       frame, unknown_params=True, kernel=True)
+                for p in standalone.ref_params(node, self._defs_by_name())}
+        me = self._method_self(node)
+        inst = me.get("self")
+        if isinstance(inst, Instance):  # so is the state it keeps (`self.sems.at[slot]`)
+            for name in standalone.ref_attrs(node):
+                inst.attrs.setdefault(name, Ref(
+                    origin=f"self.{name} (a Ref by its use; no launch seen)", space=Space.UNKNOWN))
+        self.call_func(func, [], {**me, **refs}, frame, unknown_params=True, kernel=True)
         return True
+
+    def _defs_by_name(self) -> dict:
+        """The file's module-level functions by name (one each), for Ref-ness
+        by use handed through helpers."""
+        if self._module_defs is None:
+            self._module_defs = {n.name: n for n in self.src.tree.body
+                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        return self._module_defs
 
     def _flush_pending(self) -> None:
         """Kernels of pallas_calls that were never called with operands."""

@@ -155,6 +155,13 @@ class ExpressionsMixin:
                 return Seq(items=base.tail[k_lo:])
             if lo is None and k_hi is not None and 0 <= k_hi <= len(base.head):
                 return Seq(items=base.head[:k_hi])
+            if hi is None and k_lo is None and base.tail:
+                # `guard, sems = refs[n * per:]` past a part of unknown length:
+                # what is left ends as the list does (unpacked, the names take
+                # its last items).
+                return Partial(tail=base.tail, elem=base.elem)
+            if base.elem is not UNKNOWN:
+                return SeqOf(elem=base.elem)  # some of its items, which is not known
             return UNKNOWN
         index = self.eval(node.slice, frame)
         if isinstance(base, Partial):
@@ -165,6 +172,8 @@ class ExpressionsMixin:
                     return base.head[i]
                 if -len(base.tail) <= i < 0:
                     return base.tail[i]
+            elif not isinstance(index, (Const, SliceVal)) and base.elem is not UNKNOWN:
+                return base.elem  # an index the engine cannot tell: one of the items
             return UNKNOWN
         if isinstance(base, SeqOf):
             if isinstance(index, SliceVal) or isinstance(node.slice, ast.Slice):

@@ -101,6 +101,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self._escaped_runs: dict[int, set] = {}  # id(def) -> closure keys it ran escaped with
         self._idle_defs: set[int] = set()  # defs here that name nothing Pallas (relevance.py)
         self._kernel_only: standalone.KernelCode | None = None  # which defs here only kernels run
+        self._module_defs: dict | None = None  # module-level defs by name (driver._defs_by_name)
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)
         self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
         self.active_site: ast.AST | None = None  # Frame.site of the code being run (for events)

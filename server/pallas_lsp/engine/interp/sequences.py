@@ -165,6 +165,13 @@ class SequencesMixin:
         if not isinstance(current, (Seq, SeqOf)) or (isinstance(current, Seq)
                                                       and current.keys is not None):
             return
+        if isinstance(current, SeqOf) and current.elem is not UNKNOWN and len(args) == 1 \
+                and (method == "append" or method == "extend" and isinstance(args[0].value, Seq)):
+            # `xs.append(sem)` after a loop grew `xs`: its last items are known.
+            added = Seq(items=(args[0].value,)) if method == "append" else args[0].value
+            where[name] = pyops.concat_partial(Partial(elem=current.elem, rest=current.elem),
+                                               added)
+            return
         if isinstance(current, Seq) and method == "pop":
             where[name] = self._popped(current, args)[1]
             return

@@ -363,6 +363,8 @@ class StatementsMixin:
                 k = n - i  # position from the back
                 if k <= len(value.tail):
                     v = value.tail[len(value.tail) - k]
+            if v is UNKNOWN:
+                v = value.elem  # one of the items the engine cannot place
             self.assign(elt, v, frame, None)
 
     def store_subscript(self, target: ast.Subscript, base: Value, value: Value, value_node,

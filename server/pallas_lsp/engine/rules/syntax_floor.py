@@ -135,6 +135,7 @@ class _File:
         self.def_scope: dict[int, _Scope] = {}  # id(def node) -> the scope of its body
         self.returns: dict[int, tuple] = {}  # id(function scope) -> (scope, its returns)
         self.generators: set[int] = set()
+        self._bound: dict[int, frozenset] = {}  # id(stmt) -> _bound_names(stmt)
         module = _Scope(tree, None, "module")
         stack = [(child, module, tree) for child in reversed(children(tree))]
         push = stack.append
@@ -277,7 +278,10 @@ class _File:
                 return None
             i = next(k for k, s in enumerate(block) if s is node)
             for stmt in reversed(block[:i]):
-                if not _binds(stmt, name.id):
+                bound = self._bound.get(id(stmt))
+                if bound is None:  # each statement walked once, not once per read
+                    bound = self._bound[id(stmt)] = _bound_names(stmt)
+                if name.id not in bound:
                     continue
                 if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
                         and isinstance(stmt.targets[0], ast.Name):
@@ -723,27 +727,29 @@ def _decision(node: ast.If | ast.IfExp):
     return id(node)
 
 
-def _binds(stmt: ast.stmt, name: str) -> bool:
-    """Does `stmt` (nested defs and classes by their name only) bind `name`?"""
+def _bound_names(stmt: ast.stmt) -> frozenset:
+    """The names `stmt` binds (nested defs and classes by their name only;
+    a def or class that is `stmt` itself, its body's too)."""
+    out: set[str] = set()
     stack = [stmt]
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name == name:
-                return True
+            out.add(node.name)
             if node is not stmt:
                 continue
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (a.asname or a.name.split(".")[0]) == name for a in node.names):
-            return True
-        if isinstance(node, ast.ExceptHandler) and node.name == name:
-            return True
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
         if isinstance(node, (ast.Lambda,) + _COMPS):
             continue  # their own scopes (a walrus inside aside)
         stack.extend(ast.iter_child_nodes(node))
-    return False
+    return frozenset(out)
+
+
 _TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 
 
