@@ -217,3 +217,56 @@ def test_each_alternative_of_an_or_is_a_configuration():
                      "    assert mode == 'a' or fused\n").body[0]
     got = [{k: v.value for k, v in d.items()} for d in variants.assert_variants(func)]
     assert got == [{"mode": "a"}, {"fused": True}]
+
+
+def _interpreted(read: str) -> str:
+    # The builder also takes `interpret`, tested in the kernel: its copies
+    # differ there (one block per step, as interpret mode wants).
+    src = DEMANDING.replace("SEM", "sems.at[0]").replace(
+        'mode="a"):', 'mode="a", interpret=False):').replace(
+        "        pltpu.async_copy(buf, o_hbm, one_sem).wait()\n",
+        "        if interpret:\n"
+        f"            pltpu.async_copy({read}, o_hbm.at[0], one_sem).wait()  # INTERPRET\n"
+        "        else:\n"
+        "            pltpu.async_copy(buf.at[0], o_hbm.at[0], one_sem).wait()\n")
+    # The buffers are `n_bufs` alike (one by default): with unknown
+    # arguments the kernel's first buffer is unknown, so only the runs with
+    # the builder's values see the path (and `buf`, bound from the scratch,
+    # is no parameter the floor reads alone).
+    src = src.replace('interpret=False):', 'interpret=False, n_bufs=1):').replace(
+        "scratch_shapes=[pltpu.VMEM((rows, 128), jnp.float32), ",
+        "scratch_shapes=[pltpu.VMEM((rows, 128), jnp.float32)] * n_bufs + [").replace(
+        "def kernel(x_hbm, o_hbm, buf, sems, one_sem):\n",
+        "def kernel(x_hbm, o_hbm, *scratch):\n"
+        "        buf, sems, one_sem = scratch[0], scratch[-2], scratch[-1]\n")
+    return src.replace("interpret=pltpu.InterpretParams()", "interpret=interpret")
+
+
+def test_a_flag_flipped_on_top_of_the_demanded_configuration_is_checked():
+    # Only the configuration the asserts demand binds the kernel; the path
+    # under `interpret` is reached when that configuration also flips it.
+    got, text, _ = _found(_interpreted("buf[0]"))
+    assert got == [("PAL101", line_of(text, "# INTERPRET"))]
+    got, _, _ = _found(_interpreted("buf.at[0]"))
+    assert got == []
+
+
+def test_jax_on_the_flag_flipped_on_the_demanded_configuration():
+    def program(read):
+        return HEADER + textwrap.dedent(_interpreted(read)) + \
+            "\nx = jnp.ones((8, 128), jnp.float32)\n" \
+            "print(float(build(1, fused=True, rows=8, mode='b', " \
+            "interpret=pltpu.InterpretParams())(x)[0].sum()))\n"
+    jax_refuses(run_jax(program("buf[0]")), "DMA source/destination/semaphore arguments must be Refs.")
+    jax_prints(run_jax(program("buf.at[0]")), "128.0")
+
+
+def test_flag_flips_combined_with_configurations():
+    from pallas_lsp.engine import variants
+    from pallas_lsp.engine.model import Const
+    t, f = Const(value=True), Const(value=False)
+    flips = [{"a": t, "b": f}, {"a": f, "b": t}]
+    got = variants.combined(flips, [{"b": t}])
+    assert got == [({"a": t, "b": t}, {})]  # {"a": False, "b": True} is a flip already
+    many = [{"k": Const(value=i)} for i in range(20)]
+    assert len(variants.combined(many, [{"c": t}])) == variants.MAX_VARIANTS

@@ -231,6 +231,23 @@ def assert_variants(func: ast.AST) -> list[dict]:
     return out
 
 
+def combined(flips: list[dict], configs: list[dict]) -> list[tuple[dict, dict]]:
+    """Each flag flip run on top of each configuration (the configuration's
+    own values win), as (fixed, pins) runs; new settings only, at most
+    MAX_VARIANTS of them."""
+    out: list[tuple[dict, dict]] = []
+    seen = [*configs, *flips]
+    for config in configs:
+        for flip in flips:
+            run = {**flip, **config}
+            if run not in seen:
+                seen.append(run)
+                out.append((run, {}))
+                if len(out) >= MAX_VARIANTS:
+                    return out
+    return out
+
+
 def _merge(a: dict, b: list):
     out = dict(a)
     for name, wanted in b:

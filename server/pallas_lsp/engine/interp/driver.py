@@ -125,13 +125,14 @@ class DriverMixin:
                 if optional and not runs:
                     runs.append(({}, {}))  # the defaults: every optional argument None
                 runs += [(v, {}) for v in optional]
-                runs += [(v, {}) for v in variants.assert_variants(node)]
+                demanded = variants.assert_variants(node)
                 empty = variants.vararg_variants(node)
-                runs += [(v, {}) for v in empty]
-                # ... and with each flag flipped, too: a kernel whose operands
-                # only the empty `*args` lets the engine count has flagged
-                # paths of its own (`if poison_scratch:` in its body).
-                runs += [({**f, **v}, {}) for f in variants.flag_variants(node)[1:] for v in empty]
+                runs += [(v, {}) for v in demanded + empty]
+                # ... and with each flag flipped, too: a kernel that only the
+                # configuration its asserts demand, or the empty `*args`, lets
+                # the engine bind has flagged paths of its own (`if interpret:`,
+                # `if poison_scratch:` in its body).
+                runs += variants.combined(variants.flag_variants(node)[1:], demanded + empty)
                 runs += [({}, pins) for pins in variants.local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if runs else {}
                 for n, (fixed, pins) in enumerate(runs, start=1):
