@@ -120,7 +120,8 @@ class DriverMixin:
             for node in functions:
                 if not (variants.mentions(node, lines) or id(node) in self._builders):
                     continue
-                runs = [(v, {}) for v in variants.flag_variants(node)]
+                flags = variants.flag_variants(node)
+                runs = [(v, {}) for v in flags]
                 optional = variants.optional_variants(node, self.src.lines)
                 if optional and not runs:
                     runs.append(({}, {}))  # the defaults: every optional argument None
@@ -132,7 +133,7 @@ class DriverMixin:
                 # configuration its asserts demand, or the empty `*args`, lets
                 # the engine bind has flagged paths of its own (`if interpret:`,
                 # `if poison_scratch:` in its body).
-                runs += variants.combined(variants.flag_variants(node)[1:], demanded + empty)
+                runs += variants.combined(flags[1:], demanded + empty)
                 runs += [({}, pins) for pins in variants.local_flag_pins(node)]
                 defaults = self._default_values(node, frame) if runs else {}
                 for n, (fixed, pins) in enumerate(runs, start=1):
