@@ -50,11 +50,23 @@ def test_a_done_kernel_on_another_scratch_position_does_not_pair():
     assert got == [("PAL302", line_of(src, "# START")), ("PAL303", line_of(src, "# WAIT"))]
 
 
-def test_two_unrelated_kernels_are_not_a_pair():
-    """Without `input_output_aliases` the waiting kernel is not handed the
-    starting one's buffer: a test file's hang case and dropped-copy case."""
+def test_a_done_kernel_handed_the_start_kernels_output_pairs_without_an_alias():
+    """The pair needs no `input_output_aliases`: the waiting kernel's call is
+    handed the starting kernel's output (on a v5e chip such a pair ran, and
+    the copy had landed: benchmarks/tpu_chip/split_phase.py pair_noalias)."""
     body = SOURCE.replace("DONE_SCRATCH", "SCRATCH").replace("DONE", "done_body") \
         .replace(",\n                          input_output_aliases={1: 0})", ")")
+    assert "input_output_aliases" not in body
+    got, _ = _codes(body)
+    assert got == []
+
+
+def test_two_unrelated_kernels_are_not_a_pair():
+    """Neither aliased nor handed the other's output: a test file's hang
+    case and dropped-copy case, each launched on its own."""
+    body = SOURCE.replace("DONE_SCRATCH", "SCRATCH").replace("DONE", "done_body") \
+        .replace(",\n                          input_output_aliases={1: 0})", ")") \
+        .replace("(x, out)", "(x, x)")
     assert "input_output_aliases" not in body
     got, src = _codes(body)
     assert got == [("PAL302", line_of(src, "# START")), ("PAL303", line_of(src, "# WAIT"))]
@@ -72,16 +84,21 @@ CHIP = Path(__file__).resolve().parents[2] / "benchmarks" / "tpu_chip" / "data" 
     "split_phase_v5e.txt"
 
 
-def test_the_chip_ran_the_pair_and_hung_on_the_lone_wait():
+def test_the_chip_ran_the_pairs_and_hung_on_the_waits_nothing_signals():
     """What a v5e chip did with benchmarks/tpu_chip/split_phase.py (recorded:
-    CI has no TPU). The pair the engine leaves alone gave the right result
-    twice; the wait-only kernel alone, which the engine reports (PAL303),
-    never returned."""
+    CI has no TPU). The pairs the engine leaves alone, aliased or not, gave
+    the right result; the wait-only kernel alone and the wait on a scratch
+    position the start kernel never signalled, which the engine reports
+    (PAL303), never returned."""
     lines = [ln for ln in CHIP.read_text(encoding="utf-8").splitlines()
              if not ln.startswith("#")]
-    assert lines.count("pair: pair OK TPU v5 lite") == 2
+    assert lines.count("pair: pair OK TPU v5 lite") == 3
+    assert lines.count("pair_noalias: pair_noalias OK TPU v5 lite") == 2
     assert any(ln.startswith("wait_only: no line; killed by timeout") for ln in lines)
+    assert any(ln.startswith("pair_other_slot: no line; killed by timeout") for ln in lines)
     src = Path(__file__).resolve().parents[2] / "benchmarks" / "tpu_chip" / "split_phase.py"
     from pallas_lsp.engine import analyze
     text = src.read_text(encoding="utf-8")
-    assert analyze(text, str(src)).findings == []  # the pair, as the chip ran it
+    got = [(f.code, f.span.line) for f in analyze(text, str(src)).findings]
+    # the pairs, as the chip ran them; the other position's wait, which hung
+    assert got == [("PAL303", line_of(text, "pltpu.make_async_copy(x_hbm, d_hbm, sem1).wait()"))]

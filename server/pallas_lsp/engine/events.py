@@ -204,6 +204,9 @@ class Events:
     # id() of `pl.kernel(...)` / `core_map(...)` calls that made a decorator
     # later applied to a kernel (the launch is where it is applied).
     factory_nodes: set = field(default_factory=set)
+    # id() of a pallas_call node -> id()s of the pallas_call nodes whose
+    # outputs its call was handed (a split-phase pair: `done(x, start(x))`).
+    fed_by: dict = field(default_factory=dict)
 
 
 def code_events(events: Events) -> tuple[list, ...]:

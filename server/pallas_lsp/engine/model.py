@@ -123,6 +123,8 @@ class Array(Value):
     dtype: str | None = None
     sem: SemKind | None = None
     decl: object = field(default=None, compare=False, repr=False)  # of the Ref it was read from
+    # id() of the pallas_call node whose output this is (0: none known)
+    made_by: int = field(default=0, compare=False, repr=False)
 
     def describe(self) -> str:
         if self.sem is not None:

@@ -88,6 +88,9 @@ def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg]
     """`pl.pallas_call(kernel, ...)(*operands)`: the kernel runs with as many
     operands as the call passes (unknown when one is a `*args` of unknown length)."""
     host.operand_nodes.setdefault(id(pc.node), [a.node for a in args])
+    made = {a.value.made_by for a in args if isinstance(a.value, Array) and a.value.made_by}
+    if made:
+        host.events.fed_by.setdefault(id(pc.node), set()).update(made)
     n_args = len(args) if not any(isinstance(a.value, StarUnknown) for a in args) else None
     known = operand_shapes(args) if n_args is not None else None
     if known is not None:
@@ -98,7 +101,7 @@ def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg]
             # again with its operands (for the block and VMEM rules), not run.
             host.events.launches.append(replace(earlier, operands=known, operand_nodes=nodes,
                                                 variant=getattr(host, "variant_label", "")))
-            return outputs(pc.out_shape)
+            return outputs(pc.out_shape, made_by=id(pc.node))
         # The kernel again, its Refs given the arrays' dtypes and shapes
         # (once per distinct set of operands, a few per launch site).
         runs = host.kernel_runs.get(("operands", pc.node_id), 0)
@@ -108,7 +111,7 @@ def invoke_pallas_callable(host: LaunchHost, pc: PallasCallable, args: list[Arg]
             pc = replace(pc, operands=known, operand_nodes=nodes,
                          node_id=hash((pc.node_id, known, _config(pc))))
     run_kernel(host, pc, n_args, frame)
-    return outputs(pc.out_shape)
+    return outputs(pc.out_shape, made_by=id(pc.node))
 
 
 def _changes_refs(pc: PallasCallable, known: tuple) -> bool:
@@ -159,20 +162,22 @@ def operand_shapes(args: list[Arg]) -> tuple | None:
     return out if any(x is not None for x in out) else None
 
 
-def outputs(out_shape: Value, depth: int = 0) -> Value:
+def outputs(out_shape: Value, depth: int = 0, made_by: int = 0) -> Value:
     """What a pallas_call returns: `out_shape`'s structure (a list, tuple,
-    dict or dataclass pytree) with an Array per ShapeDtypeStruct; anything
-    else (semaphore outputs, unknown shapes) is Unknown."""
+    dict or dataclass pytree) with an Array per ShapeDtypeStruct, each
+    knowing the call that `made_by` it; anything else (semaphore outputs,
+    unknown shapes) is Unknown."""
     if depth > 4:
         return UNKNOWN
     if isinstance(out_shape, ShapeDtype):
-        return Array(origin="a pallas_call output", shape=out_shape.shape, dtype=out_shape.dtype)
+        return Array(origin="a pallas_call output", shape=out_shape.shape, dtype=out_shape.dtype,
+                     made_by=made_by)
     if isinstance(out_shape, Seq):
-        return Seq(items=tuple(outputs(x, depth + 1) for x in out_shape.items),
+        return Seq(items=tuple(outputs(x, depth + 1, made_by) for x in out_shape.items),
                    keys=out_shape.keys)
     if is_record(out_shape):
         out = Instance(out_shape.cls)
         for k, x in out_shape.attrs.items():
-            out.attrs[k] = x if k in out_shape.cls.static else outputs(x, depth + 1)
+            out.attrs[k] = x if k in out_shape.cls.static else outputs(x, depth + 1, made_by)
         return out
     return UNKNOWN

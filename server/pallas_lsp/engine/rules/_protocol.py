@@ -70,7 +70,7 @@ def protocols(events: Events, src=None) -> dict[int, KernelProtocol]:
             out[op.kernel_id].started.add(root)
         else:
             out[op.kernel_id].unknown_wait = out[op.kernel_id].unknown_start = True
-    _pair_split_phase(out, _aliasing_kernels(events))
+    _pair_split_phase(out, _aliasing_kernels(events), _fed_by_kernels(events))
     return out
 
 
@@ -114,18 +114,36 @@ def _aliasing_kernels(events: Events) -> set[int]:
     return out
 
 
-def _pair_split_phase(out: dict[int, KernelProtocol], aliasing: set[int]) -> None:
+def _fed_by_kernels(events: Events) -> dict[int, set[int]]:
+    """Kernel analysis -> the kernel analyses whose launch's output its own
+    launch is handed (`done(x, start(x))`)."""
+    kernels: dict[int, set[int]] = defaultdict(set)  # id(launch node) -> its kernel analyses
+    for la in events.launches:
+        if la.kernel_id:
+            kernels[id(la.node)].add(la.kernel_id)
+    out: dict[int, set[int]] = defaultdict(set)
+    for node_id, makers in events.fed_by.items():
+        for kid in kernels.get(node_id, ()):
+            for m in makers:
+                out[kid].update(kernels.get(m, ()))
+    return out
+
+
+def _pair_split_phase(out: dict[int, KernelProtocol], aliasing: set[int],
+                      fed_by: dict[int, set[int]]) -> None:
     """Split-phase DMAs across kernels: one pallas_call starts copies on its
     scratch semaphore and returns, a second one, with the same scratch
-    shapes, only waits (the runtime gives both the same semaphore), writing
-    into the buffer the first one returned (`input_output_aliases`). A
-    semaphore one kernel starts and never waits on, that such a second
-    kernel of the analysis waits on and never starts, in the same scratch
-    position, is taken as a pair: neither is reported. Two unrelated kernels
-    (a test file's hang and dropped-copy cases) are not."""
+    shapes, only waits (the runtime gives both the same semaphore, by its
+    position in the scratch: on a v5e chip a wait on another position hung).
+    The second one is handed the buffer the first one returned, or writes
+    into an operand (`input_output_aliases`). A semaphore one kernel starts
+    and never waits on, that such a second kernel of the analysis waits on
+    and never starts, in the same scratch position, is taken as a pair:
+    neither is reported. Two unrelated kernels (a test file's hang and
+    dropped-copy cases, neither handed the other's output) are not."""
     waiters: dict[str, list[int]] = defaultdict(list)  # root -> kernels only waiting on it
     for kid, p in out.items():
-        if kid not in aliasing:
+        if kid not in aliasing and kid not in fed_by:
             continue
         for r in p.waited - p.started:
             if local_allocation(r):
@@ -133,7 +151,7 @@ def _pair_split_phase(out: dict[int, KernelProtocol], aliasing: set[int]) -> Non
     starters = [(kid, r) for kid, p in out.items() for r in p.started - p.waited
                 if r in waiters]
     for kid, r in starters:
-        others = [k for k in waiters[r] if k != kid]
+        others = [k for k in waiters[r] if k != kid and (k in aliasing or kid in fed_by.get(k, ()))]
         if others:
             out[kid].waited.add(r)
             for k in others:
