@@ -94,3 +94,66 @@ def loop(a, n):
 ''')
     defs = {n.name: n for n in tree.body}
     assert standalone.ref_params(defs["loop"], defs) == ["a"]
+
+
+PAGE = '''# Ring reduce
+
+The kernel's refs are `tokens_hbm`, `buf_vmem` and `sems`:
+
+```python
+def ring_step(step, carry):
+    pltpu.make_async_copy(tokens_hbm.at[step], buf_vmem.at[step % 2], sems.at[step % 2]).start()
+    pltpu.make_async_copy(tokens_hbm.at[step], buf_vmem.at[step % 2], sems.at[step % 2]).wait()
+    return carry
+```
+'''
+
+
+def test_a_pages_placeholders_used_as_refs_are_refs(tmp_path):
+    # `tokens_hbm` and friends are the kernel's parameters, which the page
+    # leaves out: used as Refs, they are Refs (shapes and spaces unknown).
+    page = tmp_path / "ring.md"
+    page.write_text(PAGE.replace("```python\n", "```python\n"
+                                 "from jax.experimental.pallas import tpu as pltpu\n\n"),
+                    encoding="utf-8")
+    report = _coverage_path(page)
+    assert "DMA 2/2" in report, report
+
+
+def _coverage_path(path) -> str:
+    from pallas_lsp.check import coverage_report
+    return coverage_report.run([path], use_config=False)[0]
+
+
+def test_which_names_a_module_never_binds():
+    tree = ast.parse('''
+import numpy as np
+from x import y as z
+CONST = 1
+for i in range(3):
+    pass
+def f(a, *rest, k=1):
+    b = a + placeholder + CONST + np.pi + z + i + len(rest)
+    global made_global
+    made_global = b
+    def g(c):
+        return c + inner_free
+class C:
+    attr = class_free
+''')
+    got = standalone.unbound_names(tree)
+    assert {"placeholder", "inner_free", "class_free"} <= got
+    # (a function's own names are in it too: `free_refs` leaves those out)
+    assert not got & {"np", "z", "CONST", "i", "made_global", "f", "C", "len", "range"}
+    assert standalone.unbound_names(ast.parse("from m import *\nx = placeholder\n")) == frozenset()
+
+
+def test_a_placeholder_bound_in_the_function_is_not_free():
+    func = ast.parse('''
+def f(sems):
+    buf_vmem = make()
+    pltpu.sync_copy(tokens_hbm.at[0], buf_vmem)
+    pltpu.semaphore_signal(sems.at[0])
+''').body[0]
+    assert standalone.free_refs(func, frozenset({"tokens_hbm", "buf_vmem", "sems"})) == \
+        ["tokens_hbm"]

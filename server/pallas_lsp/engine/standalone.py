@@ -211,6 +211,70 @@ def ref_attrs(func: ast.AST) -> list[str]:
     return sorted(refs - arrays)
 
 
+def free_refs(func: ast.AST, unbound: frozenset) -> list[str]:
+    """Names of `unbound` (the module never binds them: a docs page's
+    placeholders for a kernel's parameters, `hbm_ref.at[i]` in a fence) that
+    `func` reads as globals and uses as Refs, the way `ref_params` reads
+    parameters."""
+    local = _bound_in(func, module=False)
+    free = unbound - local
+    refs, arrays = _ref_uses(func, lambda n: n.id if isinstance(n, ast.Name)
+                             and n.id in free else None)
+    return sorted(refs - arrays)
+
+
+def unbound_names(tree: ast.AST) -> frozenset:
+    """Names the file reads that its module never binds (no module-level
+    assignment, def, class, import or `global`); none with a star import,
+    which may bind any name. In a function they are globals that do not
+    exist: on a docs page, a kernel's parameters a fragment leaves out."""
+    if any(a.name == "*" for n in syntax.walk(tree) if isinstance(n, ast.ImportFrom)
+           for a in n.names):
+        return frozenset()
+    read = {n.id for n in syntax.walk(tree) if n.__class__ is ast.Name
+            and isinstance(n.ctx, ast.Load)}
+    return frozenset(read - _bound_in(tree, module=True) - _BUILTINS)
+
+
+def _bound_in(root: ast.AST, module: bool) -> set[str]:
+    """Names bound in `root`: with `module`, at the module's level only (a
+    def's or class's name, not what its body binds, except `global`s); else
+    everywhere inside, its parameters and nested scopes' too."""
+    bound: set[str] = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        cls = n.__class__
+        if cls is ast.Name:
+            if not isinstance(n.ctx, ast.Load):
+                bound.add(n.id)
+            continue
+        if cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and n is not root:
+            bound.add(n.name)
+            if module:
+                bound.update(g for x in syntax.walk(n) if isinstance(x, ast.Global)
+                             for g in x.names)
+                continue
+        elif cls is ast.Lambda and module:
+            continue
+        elif cls is ast.arg:
+            bound.add(n.arg)
+        elif cls in (ast.Import, ast.ImportFrom):
+            bound.update(a.asname or a.name.split(".")[0] for a in n.names)
+        elif cls in (ast.Global, ast.Nonlocal):
+            bound.update(n.names)
+        elif cls in _NAMING and getattr(n, "name", None):
+            bound.add(n.name)
+        elif cls is ast.MatchMapping and n.rest:
+            bound.add(n.rest)
+        stack.extend(ast.iter_child_nodes(n))
+    return bound
+
+
+_NAMING = (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+_BUILTINS = frozenset(dir(__import__("builtins")))
+
+
 def _name_of(node) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 

@@ -313,6 +313,12 @@ class DriverMixin:
         self.events.standalone_defs[self.kernel_count + 1] = node
         refs = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)", space=Space.UNKNOWN)
                 for p in standalone.ref_params(node, self._defs_by_name())}
+        if self._unbound is None:
+            self._unbound = standalone.unbound_names(self.src.tree)
+        for name in standalone.free_refs(node, self._unbound) if self._unbound else ():
+            # a page's placeholder for a kernel's parameter (never bound in the file)
+            self.module_scope.vars.setdefault(name, Ref(
+                origin=f"{name} (a Ref by its use; never bound here)", space=Space.UNKNOWN))
         me = self._method_self(node)
         inst = me.get("self")
         if isinstance(inst, Instance):  # so is the state it keeps (`self.sems.at[slot]`)

@@ -102,6 +102,7 @@ class Interpreter(DriverMixin, ImportsMixin, DefinitionsMixin, StatementsMixin, 
         self._idle_defs: set[int] = set()  # defs here that name nothing Pallas (relevance.py)
         self._kernel_only: standalone.KernelCode | None = None  # which defs here only kernels run
         self._module_defs: dict | None = None  # module-level defs by name (driver._defs_by_name)
+        self._unbound: frozenset | None = None  # names the file never binds (standalone.py)
         self._escaping: set = set()  # instances already escaped (they may refer to themselves)
         self._root_stmt: ast.AST | None = None  # statement of the analysed file being run
         self.active_site: ast.AST | None = None  # Frame.site of the code being run (for events)
