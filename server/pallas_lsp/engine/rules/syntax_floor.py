@@ -587,11 +587,8 @@ class _Evidence:
         bound once, or `self.x` assigned once in its class), wherever the
         file indexes it: how many axes the value has at least."""
         if isinstance(node, ast.Attribute):
-            owner = self._method_class(node)
-            if owner is None:
-                return []
-            assigned, found = self._class_attrs(owner).get(node.attr, (0, ()))
-            return [(ev, r) for ev, r in found if r] if assigned <= 1 else []
+            found = self._attr_evidence(node)
+            return [(ev, r) for ev, r in found if r] if found else []
         key = self.key(node.id, self.f.scope_of.get(id(node), fallback))
         if key is None or len(key) == 3:
             return []
@@ -603,23 +600,40 @@ class _Evidence:
         the class. The instance is one object, so evidence anywhere in the
         class holds wherever `self.x` is read, provided the class assigns
         `self.x` at most once (then every method sees that one value)."""
-        owner = self._method_class(node)
-        if owner is None:
-            return None
-        assigned, found = self._class_attrs(owner).get(node.attr, (0, ()))
-        if assigned > 1:
-            return None
-        for ev, rank in found:
+        for ev, rank in self._attr_evidence(node) or ():
             if rank if ranked else True:
                 return ev, rank, None
         return None
 
-    def _method_class(self, node: ast.Attribute):
-        """The class whose instance `node.value` (a name) is: the first
-        parameter of the method the read sits in, not shadowed on the way."""
-        if not isinstance(node.value, ast.Name):
+    def _attr_evidence(self, node: ast.Attribute):
+        """[(evidence node, rank)] for `self.x` or `self.a.b` (state kept on
+        the instance, or on an object kept there: `self.scratch.sems`), when
+        every method sees one value: `self.x` assigned at most once, and for
+        a chain each object on the way assigned at most once and the last
+        attribute never; None otherwise."""
+        path = _self_path(node)
+        owner = self._method_class(node) if path is not None else None
+        if owner is None:
             return None
-        name, parent = node.value.id, self.f.parent
+        attrs = self._class_attrs(owner)
+        parts = path.split(".")
+        for i in range(1, len(parts)):
+            if attrs.get(".".join(parts[:i]), (0, ()))[0] > 1:
+                return None
+        assigned, found = attrs.get(path, (0, ()))
+        if assigned > (1 if len(parts) == 1 else 0):
+            return None
+        return found
+
+    def _method_class(self, node: ast.Attribute):
+        """The class whose instance the chain's first name is: the first
+        parameter of the method the read sits in, not shadowed on the way."""
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return None
+        name, parent = root.id, self.f.parent
         child, up = node, parent.get(id(node))
         while up is not None:
             if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -637,7 +651,8 @@ class _Evidence:
         return None
 
     def _class_attrs(self, cls: ast.ClassDef) -> dict[str, tuple]:
-        """attr -> (times `self.attr` is assigned, [(evidence node, rank)]), per class."""
+        """attr (or `a.b` for `self.a.b`) -> (times it is assigned, [(evidence
+        node, rank)]), per class."""
         got = self._attrs.get(id(cls))
         if got is not None:
             return got
@@ -652,23 +667,26 @@ class _Evidence:
                 continue
             me = params[0].arg
             for n in ast.walk(method):
-                if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                        and n.value.id == me):
+                if not isinstance(n, ast.Attribute):
+                    continue
+                path = _self_path(n, me)
+                if path is None:
                     continue
                 up = self.f.parent.get(id(n))
                 if not isinstance(n.ctx, ast.Load):
                     # `self.x += v` rebinds a value set somewhere else first: two
-                    count[n.attr] = count.get(n.attr, 0) + (2 if up.__class__ is ast.AugAssign
-                                                            else 1)
+                    count[path] = count.get(path, 0) + (2 if up.__class__ is ast.AugAssign
+                                                        else 1)
                     continue
                 if up.__class__ is ast.Attribute and up.attr == "at":
                     sub = self.f.parent.get(id(up))
                     if sub.__class__ is ast.Subscript and sub.value is up:
-                        found.setdefault(n.attr, []).append((sub, _index_rank(sub.slice)))
+                        found.setdefault(path, []).append((sub, _index_rank(sub.slice)))
                 elif up.__class__ is ast.Subscript and up.value is n \
                         and _is_load(up, self.is_ds, stores=True):
-                    found.setdefault(n.attr, []).append((up, None))
-        got = self._attrs[id(cls)] = {k: (count.get(k, 0), tuple(v)) for k, v in found.items()}
+                    found.setdefault(path, []).append((up, None))
+        got = self._attrs[id(cls)] = {k: (count.get(k, 0), tuple(found.get(k, ())))
+                                      for k in set(found) | set(count)}
         return got
 
     def _linked(self) -> dict[tuple, list]:
@@ -760,6 +778,20 @@ def _names_ds(f: "_File", func) -> bool:
         base = base.value
     scope = f.scope_of.get(id(base)) if isinstance(base, ast.Name) else None
     return scope is not None and f.pallas_api(func, scope) in _DS
+
+
+def _self_path(node: ast.Attribute, me: str | None = None) -> str | None:
+    """`"x"` for `self.x`, `"a.b"` for `self.a.b` (two attributes at most:
+    state kept on the instance, or on one object kept there); None for
+    anything else. `me` names the instance (default: whatever name it is)."""
+    parts = [node.attr]
+    base = node.value
+    if isinstance(base, ast.Attribute):
+        parts.append(base.attr)
+        base = base.value
+    if not isinstance(base, ast.Name) or (me is not None and base.id != me):
+        return None
+    return ".".join(reversed(parts))
 
 
 def _at_view(node):
