@@ -11,49 +11,22 @@ import textwrap
 
 import pytest
 from conftest import HEADER, jax_prints, jax_refuses, line_of, run, run_jax
+from test_floor_instances import RING as INSTANCE_RING
 from test_floor_instances import floor_only
 
-RING = '''
+# test_floor_instances' ring, its state moved onto a scratch object it keeps
+RING = """
 @dataclasses.dataclass(frozen=True)
 class Scratch:
     bufs: jax.Array
     sems: jax.Array
 
-
-class Ring:
-    def __init__(self, scratch):
-        self.scratch = scratch
-        self.copies = []
-
-    def fetch(self, src, slot):
-        self.copies.append(pltpu.make_async_copy(src.at[slot], DST, SEM))  # SITE
-
-    def start(self):
-        for c in self.copies:
-            c.start()
-
-    def drain(self, slot):
-        pltpu.make_async_copy(self.scratch.bufs.at[slot], self.scratch.bufs.at[slot],
-                              self.scratch.sems.at[slot]).wait()
-
-
-def kernel(x_hbm, o_hbm, bufs, sems):
-    ring = Ring(Scratch(bufs, sems))
-    for slot in range(2):
-        ring.fetch(x_hbm, slot)
-    ring.start()
-    for slot in range(2):
-        ring.drain(slot)
-    pltpu.sync_copy(bufs, o_hbm)
-
-
-def copy(x):
-    return pl.pallas_call(
-        kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-        in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA((2,))],
-        interpret=pltpu.InterpretParams())(x)
-'''
+""" + INSTANCE_RING.replace(
+    "    def __init__(self, bufs, sems):\n        self.bufs = bufs\n        self.sems = sems\n",
+    "    def __init__(self, scratch):\n        self.scratch = scratch\n").replace(
+    "self.bufs", "self.scratch.bufs").replace("self.sems", "self.scratch.sems").replace(
+    "ring = Ring(bufs, sems)", "ring = Ring(Scratch(bufs, sems))")
+assert "self.scratch = scratch" in RING and "Ring(Scratch(" in RING
 
 HEAD = HEADER + "import dataclasses\n"
 OK = {"DST": "self.scratch.bufs.at[slot]", "SEM": "self.scratch.sems.at[slot]"}
