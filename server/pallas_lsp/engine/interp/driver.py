@@ -311,11 +311,12 @@ class DriverMixin:
         self.events.truncated.add(self.kernel_count + 1)
         self.events.standalone.add(self.kernel_count + 1)
         self.events.standalone_defs[self.kernel_count + 1] = node
+        here = src is None or src is self.src  # (this file's defs and globals only)
         refs = {p: Ref(origin=f"{p} (a Ref by its use; no launch seen)", space=Space.UNKNOWN)
-                for p in standalone.ref_params(node, self._defs_by_name())}
-        if self._unbound is None:
+                for p in standalone.ref_params(node, self._defs_by_name() if here else None)}
+        if here and self._unbound is None:
             self._unbound = standalone.unbound_names(self.src.tree)
-        for name in standalone.free_refs(node, self._unbound) if self._unbound else ():
+        for name in standalone.free_refs(node, self._unbound) if here and self._unbound else ():
             # a page's placeholder for a kernel's parameter (never bound in the file)
             self.module_scope.vars.setdefault(name, Ref(
                 origin=f"{name} (a Ref by its use; never bound here)", space=Space.UNKNOWN))
