@@ -228,18 +228,23 @@ def unbound_names(tree: ast.AST) -> frozenset:
     assignment, def, class, import or `global`); none with a star import,
     which may bind any name. In a function they are globals that do not
     exist: on a docs page, a kernel's parameters a fragment leaves out."""
-    if any(a.name == "*" for n in syntax.walk(tree) if isinstance(n, ast.ImportFrom)
-           for a in n.names):
-        return frozenset()
-    read = {n.id for n in syntax.walk(tree) if n.__class__ is ast.Name
-            and isinstance(n.ctx, ast.Load)}
-    return frozenset(read - _bound_in(tree, module=True) - _BUILTINS)
+    read: set[str] = set()
+    declared: set[str] = set()  # `global x` in any function binds a module name
+    for n in syntax.walk(tree):
+        cls = n.__class__
+        if cls is ast.Name and isinstance(n.ctx, ast.Load):
+            read.add(n.id)
+        elif cls is ast.Global:
+            declared.update(n.names)
+        elif cls is ast.ImportFrom and any(a.name == "*" for a in n.names):
+            return frozenset()
+    return frozenset(read - declared - _bound_in(tree, module=True) - _BUILTINS)
 
 
 def _bound_in(root: ast.AST, module: bool) -> set[str]:
     """Names bound in `root`: with `module`, at the module's level only (a
-    def's or class's name, not what its body binds, except `global`s); else
-    everywhere inside, its parameters and nested scopes' too."""
+    def's or class's name, not what its body binds); else everywhere
+    inside, its parameters and nested scopes' too."""
     bound: set[str] = set()
     stack = [root]
     while stack:
@@ -252,8 +257,6 @@ def _bound_in(root: ast.AST, module: bool) -> set[str]:
         if cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and n is not root:
             bound.add(n.name)
             if module:
-                bound.update(g for x in syntax.walk(n) if isinstance(x, ast.Global)
-                             for g in x.names)
                 continue
         elif cls is ast.Lambda and module:
             continue
