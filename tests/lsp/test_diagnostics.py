@@ -3,6 +3,7 @@ cleared on close; code, source, codeDescription and related information."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from lsprotocol import types
@@ -99,6 +100,30 @@ async def test_debounce_is_configurable():
         await asyncio.sleep(0.3)
         assert all(p.version == 1 for p in s.client.published[URI])
         await s.diagnostics(URI)  # arrives after the debounce
+
+
+async def test_an_edit_is_analysed_as_the_pause_ends():
+    """The analysis of an edit starts its expected duration before the
+    debounce is over, so the diagnostics come when the pause ends, not one
+    analysis after it; edits closer together than 40 % of the debounce start
+    none (fast typing costs nothing)."""
+    async with start_session("visual-studio-code", init_options={"diagnostics": {"debounceMs": 1000}},
+                             PALLAS_LSP_TEST_ANALYSIS_DELAY_MS="500") as s:
+        text = kernel_text("dma_bugs.py")
+        s.open(URI, text)
+        await s.diagnostics(URI)  # the open: one analysis, its duration learnt
+        before = (await s.server_text(URI))["analyses"]
+        for i in range(4):
+            s.replace_all(URI, text + f"\n# typing {i}\n")
+            await asyncio.sleep(0.15)
+        s.replace_all(URI, text + "\n# paused\n")
+        t0 = time.monotonic()
+        final = s.versions[URI]
+        await wait_for(lambda: any(p.version == final for p in s.client.published[URI]), 10)
+        elapsed = time.monotonic() - t0
+        # Without the early start: 1.0 s of pause + 0.5 s of analysis.
+        assert 0.85 < elapsed < 1.3, elapsed
+        assert (await s.server_text(URI))["analyses"] == before + 1
 
 
 async def test_fixed_document_has_no_diagnostics(session):

@@ -80,3 +80,25 @@ def test_settled_after_the_publish_skipped_when_superseded_and_freed_off_the_loo
     assert _Tracked.settled == [2]
     assert [v for v, _ in _Tracked.freed_on] == [1]
     assert _Tracked.freed_on[0][1].startswith("pallas-analysis")  # a lane, not the loop
+
+
+def test_an_edit_starts_its_analysis_what_it_takes_before_the_pause_ends():
+    """The lead is the file's recent analysis time with a margin, never more
+    than 60 % of the debounce, and nothing for a file never analysed (or a
+    debounce of 0)."""
+    import time as _time
+    from pallas_lsp.engine.model import Analysis
+    from pallas_lsp.lsp import analyses as mod
+
+    def slow(source, path=None):
+        _time.sleep(0.05)
+        return Analysis(path=path)
+
+    service = AnalysisService(slow)
+    assert service.lead_s("/k.py", 1.0) == 0.0
+    asyncio.run(service.get(Snapshot("file:///k.py", 1, "x = 1\n", "/k.py")))
+    lead = service.lead_s("/k.py", 1.0)
+    assert 0.05 * mod.LEAD_MARGIN <= lead < 0.5, lead
+    assert service.lead_s("/k.py", 0.06) == 0.06 * mod.LEAD_SHARE
+    assert service.lead_s("/k.py", 0.0) == 0.0
+    assert service.lead_s("/other.py", 1.0) == 0.0

@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 
 SETTLE_AFTER_S = 0.03  # after the publish that waits for this analysis
 ANALYSIS_LANES = 3  # analyses that may run side by side (threads; the GIL shares them out)
+# An edit's analysis starts its expected duration before the debounce ends, so
+# that the diagnostics arrive when the pause does; but never in the first
+# part of the pause, or fast typing would start (and stop) one per keystroke.
+LEAD_SHARE = 0.6  # at most this share of the debounce
+LEAD_MARGIN = 1.15  # expected time x this, + LEAD_SLACK_S: a late start costs more than an early one
+LEAD_SLACK_S = 0.003
 
 
 def _settle(analysis: Analysis, replaced: Analysis | None) -> None:
@@ -74,6 +80,7 @@ class AnalysisService:
         except ValueError:
             self._delay = 0.0
         self.runs = 0  # number of analyses computed (for tests and benchmarks)
+        self._took: dict[str | None, float] = {}  # path -> recent analysis time (s)
 
     def _engine(self, text: str, path: str | None) -> Analysis:
         try:
@@ -91,11 +98,27 @@ class AnalysisService:
              stale: Callable[[], bool] | None = None) -> tuple[Analysis, tuple[Notice, ...]]:
         """Analyse what can be analysed of `text`, and say what could not. An
         analysis whose version is replaced meanwhile (`stale`) stops early."""
+        start = time.perf_counter()
         try:
             with stop_when(stale):
-                return self._run_now(text, path)
+                result = self._run_now(text, path)
         except Stopped:
             raise Superseded() from None
+        took = time.perf_counter() - start
+        old = self._took.get(path)
+        self._took[path] = took if old is None else (old + took) / 2
+        if len(self._took) > 1000:  # paths of closed files
+            self._took.clear()
+        return result
+
+    def lead_s(self, path: str | None, debounce_s: float) -> float:
+        """How long before the end of a `debounce_s` pause the analysis of
+        `path` should start: its recent duration, with a margin, at most
+        LEAD_SHARE of the pause; 0 for a file not analysed yet."""
+        took = self._took.get(path)
+        if took is None or debounce_s <= 0:
+            return 0.0
+        return min(took * LEAD_MARGIN + LEAD_SLACK_S, debounce_s * LEAD_SHARE)
 
     def _run_now(self, text: str, path: str | None) -> tuple[Analysis, tuple[Notice, ...]]:
         if self._delay:

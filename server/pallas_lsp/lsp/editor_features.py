@@ -98,6 +98,22 @@ _WARM = (
 )
 
 
+_SPAN = types.Range(types.Position(0, 0), types.Position(0, 1))
+_WARM_IN = (
+    (types.TEXT_DOCUMENT_DID_OPEN, {"textDocument": {
+        "uri": "file:///w.py", "languageId": "python", "version": 1, "text": ""}}),
+    (types.TEXT_DOCUMENT_DID_CHANGE, {"textDocument": {"uri": "file:///w.py", "version": 2},
+                                      "contentChanges": [{"range": {
+                                          "start": {"line": 0, "character": 0},
+                                          "end": {"line": 0, "character": 0}}, "text": ""}]}),
+)
+_WARM_OUT = types.PublishDiagnosticsParams(uri="file:///w.py", version=1, diagnostics=[
+    types.Diagnostic(range=_SPAN, message="", severity=types.DiagnosticSeverity.Error,
+                     code="PAL000", code_description=types.CodeDescription(href="https://w"),
+                     source="pallas-lsp", related_information=[types.DiagnosticRelatedInformation(
+                         location=types.Location("file:///w.py", _SPAN), message="")])])
+
+
 def warm(ls) -> None:
     """Build the converter's hooks for the requests editors send all the
     time, before the first of them arrives (after the first diagnostics)."""
@@ -111,6 +127,13 @@ def warm(ls) -> None:
             conv.unstructure(response(id=0, result=result))
         except Exception as exc:  # only a warm-up
             log.debug("warming %s failed: %s", method, exc)
+    try:  # the notifications of every open and edit, and the diagnostics
+        for method, params in _WARM_IN:
+            conv.structure({"jsonrpc": "2.0", "method": method, "params": params},
+                           METHOD_TO_TYPES[method][0])
+        conv.unstructure(types.PublishDiagnosticsNotification(params=_WARM_OUT))
+    except Exception as exc:
+        log.debug("warming the notifications failed: %s", exc)
 
 
 def register(server) -> None:

@@ -659,8 +659,9 @@ class PallasLanguageServer(LanguageServer):
         # Notebook cells are pushed to every client: editors do not pull them.
         if self.feats.pull_diagnostics and self.notebooks.by_program(uri) is None:
             return
-        if delay_s is None:
-            delay_s = self.settings.debounce_ms / 1000.0
+        if delay_s is None:  # an edit: the pause ends, the diagnostics are there
+            debounce = self.settings.debounce_ms / 1000.0
+            delay_s = debounce - self.analyses.lead_s(self._path_of(uri), debounce)
         self.debouncer.schedule(uri, delay_s, lambda: self.publish(uri))
 
     async def publish(self, uri: str) -> None:
