@@ -26,7 +26,6 @@ becomes a warning and the rest applies.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,6 +212,8 @@ def load_project_config(start: Path, *, strict: bool = False) -> ProjectConfig:
     path = find_pyproject(start)
     if path is None:
         return ProjectConfig()
+    import tomllib  # only where a pyproject.toml is read (3 ms of start-up)
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
