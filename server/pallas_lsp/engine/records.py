@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 import operator
 from operator import attrgetter
+from typing import dataclass_transform
 
 FrozenInstanceError = dataclasses.FrozenInstanceError
 _MISSING = dataclasses.MISSING
 _FACTORY = object()  # "not given" for a field whose default is made by a factory
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def frozen(cls=None, /, *, eq: bool = True, order: bool = False):
     """`@frozen`, `@frozen(order=True)`, `@frozen(eq=False)` (the base
     class's equality kept, as `dataclass(eq=False)` does)."""
@@ -35,6 +37,7 @@ def frozen(cls=None, /, *, eq: bool = True, order: bool = False):
     return wrap if cls is None else wrap(cls)
 
 
+@dataclass_transform(field_specifiers=(dataclasses.field,))
 def record(cls):
     """`@record`: a mutable record (`@dataclass`): equal field by field,
     so not hashable."""
