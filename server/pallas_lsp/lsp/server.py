@@ -406,9 +406,11 @@ class PallasLanguageServer(LanguageServer):
             gc.enable()
 
     async def warm_up_later(self) -> None:
-        """Warm jedi and the catalog's source links after the first
-        diagnostics (or 2 s): both compete with the first analysis for the
-        GIL, and people wait for the squiggles, not for the hover docs."""
+        """Warm the converter's hooks, the catalog, jedi and the catalog's
+        source links after the first diagnostics (or 2 s): the editor opens
+        its first file right after `initialized`, and those would hold the
+        event loop and the GIL (about 30 ms) while people wait for the
+        squiggles, not for the hover docs."""
         try:
             await asyncio.wait_for(self.first_result.wait(), 2.0)
         except asyncio.TimeoutError:
@@ -418,6 +420,12 @@ class PallasLanguageServer(LanguageServer):
         since = time.monotonic()
         while (left := self.project_index.wait_left(since)) > 0:
             await asyncio.sleep(left)
+        editor_features.warm(self)  # ~15 ms here rather than on the first requests
+        await asyncio.sleep(0)  # a request that came meanwhile goes first
+        try:  # the catalog (API hovers, code links): ~15 ms of TOML
+            _catalog.load()
+        except Exception as exc:
+            log.info("catalog failed to load: %s", exc)
         # Its own thread: it mostly waits for a child process, and the analysis
         # thread must stay free (a hover waits for the settled names there).
         threading.Thread(target=convert.warm_code_urls, name="pallas-warm", daemon=True).start()
@@ -753,11 +761,6 @@ def create_server(analyzer=None) -> PallasLanguageServer:
         asyncio.ensure_future(ls.warm_up_later())
         asyncio.ensure_future(ls.collect_when_quiet())
         ls.api_docs.configure(ls.settings.python_interpreter)
-        editor_features.warm(ls)  # ~20 ms now rather than on the first hover
-        try:  # the catalog (API hovers, code links): ~15 ms of TOML, not on the first hover
-            _catalog.load()
-        except Exception as exc:
-            log.info("catalog failed to load: %s", exc)
         registrations = []
         if ls.feats.dynamic_configuration:
             registrations.append(types.Registration(
