@@ -73,6 +73,8 @@ def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Ro
     """Rows of findings (per file, in position order) then of problems.
     Spans in a notebook or page (the engine's program coordinates) are
     moved into its cells, or onto the page's lines."""
+    from pallas_lsp.check.fixes import chosen_fix
+
     documents = {os.path.realpath(item.path): item.document for item in checked
                  if item.document is not None}
     rows: list[Row] = []
@@ -91,7 +93,6 @@ def rows_for(checked, problems, config_of=None, unsafe: bool = False) -> list[Ro
                 doc = documents.get(os.path.realpath(r.path) if r.path else here) \
                     if documents else None
                 related.append((span_loc(rpath, rshown, r.span, doc), r.message))
-            from pallas_lsp.check.fixes import chosen_fix  # only with findings (3 ms to import)
             fix = chosen_fix(f, True)
             loc = span_loc(absolute, shown, f.span, item.document)
             if fix is not None and item.document is not None:
